@@ -1,0 +1,43 @@
+# AgentState: `make run` brings up the console, `make test` runs every test.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+WEB_PORT ?= 8000
+export HOST WEB_PORT
+
+.PHONY: run test install lint fmt bench services-up services-down clean-var
+
+run: $(STAMP)
+	@DEBUG=$${DEBUG:-1} AGENTSTATE_DEMO=$${AGENTSTATE_DEMO:-1} \
+	  $(PY) -m config.embedded exec -- $(PY) -m config.run
+
+test: $(STAMP)
+	AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
+	  $(PY) -m config.embedded exec -- $(PY) -m pytest $(PYTEST_ARGS)
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet '.[test]'
+	touch $(STAMP)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+fmt: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: $(STAMP)
+	$(PY) bench/boot.py
+
+services-up: $(STAMP)
+	$(PY) -m config.embedded up
+
+services-down: $(STAMP)
+	$(PY) -m config.embedded down

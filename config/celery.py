@@ -1,0 +1,11 @@
+"""The Celery app: Redis broker, at-least-once delivery."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+app = Celery("agentstate")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

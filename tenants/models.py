@@ -1,0 +1,131 @@
+"""Tenants, who belongs to them, how integrations authenticate, and what happened."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class Role(models.TextChoices):
+    ADMIN = "admin", "Admin"
+    MANAGER = "manager", "Manager"
+    MEMBER = "member", "Member"  # an end user of the tenant's agents
+    VIEWER = "viewer", "Viewer"
+
+
+class Scope(models.TextChoices):
+    READ = "read", "Read"
+    WRITE = "write", "Start runs, send messages and events"
+    APPROVE = "approve", "Decide approvals"
+    ADMIN = "admin", "Administer the tenant"
+
+
+class Tenant(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    slug = models.SlugField(max_length=63, unique=True)
+    name = models.CharField(max_length=200)
+    # Retention defaults that the sweeps of later issues enforce; None means keep forever.
+    session_cache_ttl_seconds = models.PositiveIntegerField(default=3600)
+    checkpoint_retention_days = models.PositiveIntegerField(null=True, blank=True, default=7)
+    conversation_retention_days = models.PositiveIntegerField(null=True, blank=True, default=90)
+    memory_retention_days = models.PositiveIntegerField(null=True, blank=True, default=None)
+    audit_retention_days = models.PositiveIntegerField(null=True, blank=True, default=365)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TenantQuerySet(models.QuerySet):
+    def for_tenant(self, tenant: Tenant | uuid.UUID | str) -> TenantQuerySet:
+        tenant_id = tenant.pk if isinstance(tenant, Tenant) else tenant
+        return self.filter(tenant_id=tenant_id)
+
+
+class TenantOwned(models.Model):
+    """Base of every tenant-owned table: scoped in the ORM and by row-level security."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+
+class Membership(TenantOwned):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "tenant"], name="membership_unique_user_tenant")
+        ]
+        indexes = [models.Index(fields=["tenant", "role"])]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant_id} as {self.role}"
+
+
+class ApiKey(TenantOwned):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16)  # shown in lists so people can tell keys apart
+    key_hash = models.CharField(max_length=64, unique=True)  # sha256 of the whole key
+    scopes = models.JSONField(default=list)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class AuditEvent(models.Model):
+    """Append-only: the database refuses UPDATE, and DELETE outside a system context."""
+
+    id = models.BigAutoField(primary_key=True)
+    # Null only for events of the system context that span tenants.
+    tenant = models.ForeignKey(
+        Tenant, null=True, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    actor_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_label = models.CharField(max_length=200)
+    action = models.CharField(max_length=100)
+    target_type = models.CharField(max_length=100, blank=True)
+    target_id = models.CharField(max_length=100, blank=True)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["tenant", "-id"], name="audit_tenant_recent"),
+            models.Index(fields=["tenant", "target_type", "target_id"], name="audit_target"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.actor_label}"

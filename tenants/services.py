@@ -1,0 +1,189 @@
+"""Writes for the tenants app."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from tenants import context, errors
+from tenants.models import ApiKey, AuditEvent, Membership, Role, Scope, Tenant
+from tenants.principal import Principal
+
+API_KEY_PREFIX = "ak"
+
+
+def audit_record(
+    *,
+    tenant: Tenant | None,
+    actor: Principal | str,
+    action: str,
+    target: Any = None,
+    target_type: str = "",
+    target_id: str = "",
+    before: Any = None,
+    after: Any = None,
+) -> AuditEvent:
+    """Append one event to the tenant's audit log (in the caller's transaction)."""
+    if target is not None:
+        target_type = target_type or target._meta.label_lower
+        target_id = target_id or str(target.pk)
+    user = None
+    if isinstance(actor, Principal):
+        user = actor.user
+        label = actor.label
+    else:
+        label = actor
+    return AuditEvent.objects.create(
+        tenant=tenant,
+        actor_user=user,
+        actor_label=label[:200],
+        action=action,
+        target_type=target_type,
+        target_id=target_id,
+        before=before,
+        after=after,
+    )
+
+
+def _hash_key(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def parse_api_key(raw: str) -> tuple[str, str] | None:
+    """Split `ak_<tenant hex>_<secret>` into (tenant id hex, full key), or None."""
+    parts = raw.split("_", 2)
+    if len(parts) != 3 or parts[0] != API_KEY_PREFIX or len(parts[1]) != 32:
+        return None
+    try:
+        int(parts[1], 16)
+    except ValueError:
+        return None
+    return parts[1], raw
+
+
+def api_key_hash(raw: str) -> str:
+    return _hash_key(raw)
+
+
+@dataclass(frozen=True)
+class CreatedApiKey:
+    key: ApiKey
+    raw: str  # shown once, never stored
+
+
+@transaction.atomic
+def api_key_create(*, actor: Principal, name: str, scopes: list[str]) -> CreatedApiKey:
+    """Create a key; the returned raw secret is the only copy there will ever be."""
+    unknown = sorted(set(scopes) - set(Scope.values))
+    if unknown or not scopes:
+        raise errors.InvalidScopes(
+            f"Scopes must be a non-empty subset of {', '.join(Scope.values)}.",
+            detail={"unknown": unknown},
+        )
+    secret = secrets.token_urlsafe(32)
+    raw = f"{API_KEY_PREFIX}_{actor.tenant.pk.hex}_{secret}"
+    key = ApiKey.objects.create(
+        tenant=actor.tenant,
+        name=name,
+        prefix=secret[:8],
+        key_hash=_hash_key(raw),
+        scopes=sorted(set(scopes)),
+        created_by=actor.user,
+    )
+    audit_record(
+        tenant=actor.tenant,
+        actor=actor,
+        action="api_key.created",
+        target=key,
+        after={"name": name, "prefix": key.prefix, "scopes": key.scopes},
+    )
+    return CreatedApiKey(key=key, raw=raw)
+
+
+@transaction.atomic
+def api_key_revoke(*, actor: Principal, key: ApiKey) -> ApiKey:
+    # Conditional update: two admins revoking at once produce one revocation and one 409.
+    now = timezone.now()
+    updated = ApiKey.objects.for_tenant(actor.tenant).filter(
+        pk=key.pk, revoked_at__isnull=True
+    ).update(revoked_at=now)
+    if not updated:
+        raise errors.ApiKeyAlreadyRevoked()
+    key.revoked_at = now
+    audit_record(
+        tenant=actor.tenant,
+        actor=actor,
+        action="api_key.revoked",
+        target=key,
+        before={"revoked_at": None},
+        after={"revoked_at": now.isoformat()},
+    )
+    return key
+
+
+def api_key_touch(*, key: ApiKey) -> None:
+    """Record use at most once a minute, so reads do not each cost a write."""
+    now = timezone.now()
+    if key.last_used_at and (now - key.last_used_at).total_seconds() < 60:
+        return
+    ApiKey.objects.for_tenant(key.tenant_id).filter(pk=key.pk).update(last_used_at=now)
+    key.last_used_at = now
+
+
+@transaction.atomic
+def membership_set_role(*, actor: Principal, membership: Membership, role: str) -> Membership:
+    if role not in Role.values:
+        raise errors.AppError(f"Role must be one of {', '.join(Role.values)}.")
+    before = membership.role
+    if before == Role.ADMIN and role != Role.ADMIN:
+        admins = Membership.objects.for_tenant(actor.tenant).filter(role=Role.ADMIN)
+        if admins.select_for_update().count() <= 1:
+            raise errors.LastAdmin()
+    membership.role = role
+    membership.save(update_fields=["role"])
+    audit_record(
+        tenant=actor.tenant,
+        actor=actor,
+        action="membership.role_changed",
+        target=membership,
+        before={"role": before},
+        after={"role": role, "user": membership.user.get_username()},
+    )
+    return membership
+
+
+def tenant_create(*, slug: str, name: str, actor_label: str = "system") -> Tenant:
+    """Provision a tenant. Creating one spans tenants, so it runs in the system context."""
+    with context.system_context("tenant_provisioning") as ctx:
+        tenant = Tenant.objects.create(slug=slug, name=name)
+        ctx.record(tenant=slug, by=actor_label)
+        audit_record(tenant=tenant, actor=actor_label, action="tenant.created", target=tenant)
+    return tenant
+
+
+def membership_add(*, tenant: Tenant, user, role: str, actor_label: str = "system") -> Membership:
+    with context.tenant_context(tenant.pk):
+        membership, created = Membership.objects.get_or_create(
+            tenant=tenant, user=user, defaults={"role": role}
+        )
+        if created:
+            audit_record(
+                tenant=tenant,
+                actor=actor_label,
+                action="membership.added",
+                target=membership,
+                after={"user": user.get_username(), "role": role},
+            )
+    return membership
+
+
+def user_create(*, username: str, password: str, email: str = "", **extra: Any):
+    return get_user_model().objects.create_user(
+        username=username, password=password, email=email, **extra
+    )

@@ -1,0 +1,151 @@
+"""Console pages of the tenants app: home, tenant switcher, API keys, members, audit log."""
+
+from __future__ import annotations
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from tenants import selectors, services
+from tenants.errors import AppError
+from tenants.forms import ApiKeyForm, RoleForm, TenantSwitchForm
+from tenants.middleware import SESSION_TENANT_KEY
+from tenants.models import Role, Scope
+from tenants.permissions import require_scope
+
+
+@require_GET
+@require_scope(Scope.READ)
+def home(request: HttpRequest) -> HttpResponse:
+    return render(request, "tenants/home.html", {"sections": _sections(request)})
+
+
+def _sections(request: HttpRequest) -> list[dict]:
+    principal = request.principal
+    sections = [
+        {"name": "Runs", "url": "runs", "text": "Follow agent runs step by step."},
+        {"name": "Approvals", "url": "approvals", "text": "Approve or reject paused runs."},
+        {"name": "My memory", "url": "my_memory", "text": "What agents remember about you."},
+    ]
+    if principal.can(Scope.ADMIN):
+        sections.append(
+            {"name": "Admin", "url": "admin_home", "text": "Members, API keys, audit log."}
+        )
+    return sections
+
+
+@require_GET
+@require_scope(Scope.READ)
+def coming_soon(request: HttpRequest, section: str) -> HttpResponse:
+    return render(request, "tenants/coming_soon.html", {"section": section})
+
+
+@require_POST
+def switch_tenant(request: HttpRequest) -> HttpResponse:
+    if not request.user.is_authenticated:
+        return redirect("login")
+    form = TenantSwitchForm(request.POST)
+    if not form.is_valid():
+        raise Http404
+    wanted = str(form.cleaned_data["tenant"])
+    if not any(str(m.tenant_id) == wanted for m in request.memberships):
+        raise Http404  # never reveal whether another tenant exists
+    request.session[SESSION_TENANT_KEY] = wanted
+    return redirect("home")
+
+
+@require_GET
+@require_scope(Scope.ADMIN)
+def admin_home(request: HttpRequest) -> HttpResponse:
+    return redirect("members")
+
+
+@require_http_methods(["GET", "POST"])
+@require_scope(Scope.ADMIN)
+def api_keys(request: HttpRequest) -> HttpResponse:
+    principal = request.principal
+    created = None
+    form = ApiKeyForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            created = services.api_key_create(actor=principal, **form.cleaned_data)
+            form = ApiKeyForm()
+        else:
+            status = 400
+    context = {
+        "form": form,
+        "created": created,
+        "keys": selectors.api_keys_for_tenant(tenant=principal.tenant),
+    }
+    template = "tenants/api_keys.html"
+    if request.htmx:
+        template += "#keys-panel"
+    return render(request, template, context, status=status)
+
+
+@require_POST
+@require_scope(Scope.ADMIN)
+def api_key_revoke(request: HttpRequest, key_id) -> HttpResponse:
+    principal = request.principal
+    key = get_object_or_404(selectors.api_keys_for_tenant(tenant=principal.tenant), pk=key_id)
+    error = None
+    try:
+        services.api_key_revoke(actor=principal, key=key)
+    except AppError as exc:
+        error = exc.message
+    return render(
+        request, "tenants/api_keys.html#key-row", {"key": key, "error": error},
+        status=409 if error else 200,
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@require_scope(Scope.ADMIN)
+def members(request: HttpRequest) -> HttpResponse:
+    principal = request.principal
+    return render(
+        request,
+        "tenants/members.html",
+        {"members": selectors.members_for_tenant(tenant=principal.tenant), "roles": Role.choices},
+    )
+
+
+@require_POST
+@require_scope(Scope.ADMIN)
+def member_role(request: HttpRequest, membership_id: int) -> HttpResponse:
+    principal = request.principal
+    membership = get_object_or_404(
+        selectors.members_for_tenant(tenant=principal.tenant), pk=membership_id
+    )
+    form = RoleForm(request.POST)
+    error = None
+    if not form.is_valid():
+        error = "Choose one of the listed roles."
+    else:
+        try:
+            services.membership_set_role(
+                actor=principal, membership=membership, role=form.cleaned_data["role"]
+            )
+        except AppError as exc:
+            error = exc.message
+            membership.refresh_from_db()
+    return render(
+        request,
+        "tenants/members.html#member-row",
+        {"m": membership, "roles": Role.choices, "error": error},
+        status=400 if error else 200,
+    )
+
+
+@require_GET
+@require_scope(Scope.ADMIN)
+def audit_log(request: HttpRequest) -> HttpResponse:
+    before = request.GET.get("before", "")
+    events = selectors.audit_events_for_tenant(
+        tenant=request.principal.tenant,
+        before_id=int(before) if before.isdigit() else None,
+        limit=50,
+    )
+    older = events[-1].id if len(events) == 50 else None
+    return render(request, "tenants/audit.html", {"events": events, "older": older})
