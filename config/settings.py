@@ -119,7 +119,8 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+STATIC_ROOT = embedded.var_dir() / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = True
 
 # --- Security. CSRF is always on; cookies are secure and HSTS is sent outside DEBUG. ---------

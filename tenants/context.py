@@ -45,15 +45,26 @@ def current_settings() -> tuple[str, str, str]:
 
 
 @contextlib.contextmanager
-def _scoped(tenant_id: Any, user_id: Any, system: str) -> Iterator[None]:
+def transaction_scope() -> Iterator[None]:
+    """A transaction (or savepoint) whose tenant settings do not outlive it.
+
+    Outermost, COMMIT or ROLLBACK forgets SET LOCAL by itself. Nested (a savepoint, as in
+    tests), the settings of the enclosing transaction are put back on the way out; after a
+    rollback the savepoint has already put them back.
+    """
     outermost = not connection.in_atomic_block
     with transaction.atomic():
         previous = None if outermost else current_settings()
+        yield
+        if previous is not None and not connection.needs_rollback:
+            activate(tenant_id=previous[0], user_id=previous[1] or None, system=previous[2])
+
+
+@contextlib.contextmanager
+def _scoped(tenant_id: Any, user_id: Any, system: str) -> Iterator[None]:
+    with transaction_scope():
         activate(tenant_id=tenant_id, user_id=user_id, system=system)
         yield
-        # A committed outermost transaction forgets SET LOCAL by itself; nested ones restore.
-        if previous is not None:
-            activate(tenant_id=previous[0], user_id=previous[1] or None, system=previous[2])
 
 
 def tenant_context(tenant_id: uuid.UUID | str, *, user_id: int | None = None):

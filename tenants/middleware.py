@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 
 from tenants import context
@@ -25,7 +24,7 @@ class TenantMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        with transaction.atomic():
+        with context.transaction_scope():
             request.principal = None  # type: ignore[attr-defined]
             request.memberships = []  # type: ignore[attr-defined]
             user = request.user

@@ -1,0 +1,43 @@
+"""Settings from the environment fail loudly on bad values."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import env_bool, env_int, env_list, env_url
+
+
+@pytest.mark.parametrize("raw,expected", [("1", True), ("yes", True), ("off", False), ("", False)])
+def test_booleans_accept_the_usual_spellings(monkeypatch, raw, expected):
+    monkeypatch.setenv("X_FLAG", raw)
+    assert env_bool("X_FLAG", not expected) is expected
+
+
+def test_an_unset_value_takes_the_default(monkeypatch):
+    monkeypatch.delenv("X_FLAG", raising=False)
+    assert env_bool("X_FLAG", True) is True
+    assert env_int("X_FLAG", 7) == 7
+    assert env_list("X_FLAG", ["a"]) == ["a"]
+    assert env_url("X_FLAG", schemes=("redis",)) is None
+
+
+@pytest.mark.parametrize(
+    "reader,raw",
+    [
+        (lambda: env_bool("X_VAL", False), "maybe"),
+        (lambda: env_int("X_VAL", 1), "ten"),
+        (lambda: env_int("X_VAL", 1, minimum=1), "0"),
+        (lambda: env_url("X_VAL", schemes=("postgres",)), "mysql://db/x"),
+        (lambda: env_url("X_VAL", schemes=("redis",)), "localhost:6379"),
+    ],
+)
+def test_a_bad_value_raises_improperly_configured_naming_the_variable(monkeypatch, reader, raw):
+    monkeypatch.setenv("X_VAL", raw)
+    with pytest.raises(ImproperlyConfigured, match="X_VAL"):
+        reader()
+
+
+def test_lists_are_comma_separated_and_trimmed(monkeypatch):
+    monkeypatch.setenv("X_VAL", " a.example , b.example,, ")
+    assert env_list("X_VAL", []) == ["a.example", "b.example"]

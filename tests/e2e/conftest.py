@@ -1,0 +1,119 @@
+"""Browser tests: the real ASGI server (uvicorn) and Debian's Chromium through Playwright."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.request import urlopen
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
+# between browser steps are plain synchronous code all the same.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = BASE_DIR / "var" / "screenshots"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def console_url(django_db_setup, django_db_blocker):
+    """uvicorn serving the console against the test database, for the whole session."""
+    port = _free_port()
+    db_url = settings.DATABASE_URL.rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "REDIS_URL": settings.REDIS_URL,
+        "SECRET_KEY": "e2e-" + "x" * 46,
+        "DEBUG": "1",  # plain http on loopback: cookies must not require https
+    }
+    log = open(BASE_DIR / "var" / "e2e-server.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
+         "--port", str(port), "--lifespan", "off", "--no-access-log"],
+        cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urlopen(url + "/login/", timeout=1)
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"console did not start; see {log.name}") from None
+            time.sleep(0.1)
+    yield url
+    server.terminate()
+    server.wait(10)
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM}; install Debian's chromium package")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    errors: list[str] = []
+    # Script errors, CSP violations and broken subresources fail the test. A page answered
+    # with 403 or 404 on purpose is a document, and the test asserts on it itself.
+    page.on(
+        "console",
+        lambda m: m.type == "error"
+        and not m.text.startswith("Failed to load resource")
+        and errors.append(m.text),
+    )
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on(
+        "response",
+        lambda r: r.status >= 400
+        and r.request.resource_type != "document"
+        and not r.request.headers.get("hx-request")
+        and errors.append(f"{r.status} {r.url}"),
+    )
+    yield page
+    context.close()
+    # A CSP violation or a script error is a failure, not noise.
+    assert not errors, errors
+
+
+def screenshot(page, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

@@ -1,0 +1,106 @@
+"""API keys: shown once, stored hashed, scoped, revocable, and bound to their tenant."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from tenants.context import tenant_context
+from tenants.models import ApiKey
+from tests import factories
+
+
+def api(key: str | None = None) -> Client:
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {key}"} if key else {}
+    return Client(**headers)
+
+
+def test_only_a_hash_of_the_key_is_stored(tenant_a):
+    created = factories.make_api_key(tenant_a)
+    with tenant_context(tenant_a.pk):
+        stored = ApiKey.objects.for_tenant(tenant_a).get()
+    assert created.raw not in json.dumps(
+        {f.attname: str(getattr(stored, f.attname)) for f in ApiKey._meta.fields}
+    )
+    assert stored.prefix in created.raw and len(stored.key_hash) == 64
+
+
+def test_a_valid_key_authenticates_as_its_tenant_and_records_last_use(tenant_a):
+    created = factories.make_api_key(tenant_a, ["read"])
+    response = api(created.raw).get("/api/v1/me")
+    assert response.status_code == 200, response.content
+    assert response.json()["tenant"]["slug"] == "acme-test"
+    assert response.json()["scopes"] == ["read"]
+    with tenant_context(tenant_a.pk):
+        assert ApiKey.objects.for_tenant(tenant_a).get().last_used_at is not None
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["", "Bearer", "Bearer nonsense", "Basic dXNlcjpwYXNz", "Bearer ak_zz_secret"],
+)
+def test_a_missing_or_malformed_key_gets_401_with_a_json_error(db, header):
+    client = Client(HTTP_AUTHORIZATION=header) if header else Client()
+    response = client.get("/api/v1/me")
+    assert response.status_code == 401
+    assert response.json()["code"] == "unauthenticated"
+    assert response.json()["message"]
+    assert response["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_a_revoked_key_gets_401(tenant_a):
+    created = factories.make_api_key(tenant_a)
+    with tenant_context(tenant_a.pk):
+        ApiKey.objects.for_tenant(tenant_a).update(revoked_at="2026-01-01T00:00Z")
+    assert api(created.raw).get("/api/v1/me").status_code == 401
+
+
+def test_a_key_relabelled_with_another_tenant_id_gets_401(tenant_a, tenant_b):
+    created = factories.make_api_key(tenant_a)
+    forged = created.raw.replace(tenant_a.pk.hex, tenant_b.pk.hex)
+    assert api(forged).get("/api/v1/me").status_code == 401
+
+
+def test_a_read_only_key_cannot_act(tenant_a):
+    created = factories.make_api_key(tenant_a, ["read"])
+    response = api(created.raw).post(
+        "/api/v1/api-keys", {"name": "x", "scopes": ["read"]}, content_type="application/json"
+    )
+    assert response.status_code == 403
+    assert response.json()["code"] == "permission_denied"
+
+
+def test_an_admin_key_creates_a_key_that_is_shown_once(tenant_a):
+    admin_key = factories.make_api_key(tenant_a, ["admin", "read"])
+    response = api(admin_key.raw).post(
+        "/api/v1/api-keys", {"name": "bot", "scopes": ["read", "approve"]},
+        content_type="application/json",
+    )
+    assert response.status_code == 201
+    raw = response.json()["key"]
+    assert raw.startswith(f"ak_{tenant_a.pk.hex}_")
+    listing = api(admin_key.raw).get("/api/v1/api-keys").json()
+    assert all("key" not in item for item in listing)
+    assert api(raw).get("/api/v1/me").json()["scopes"] == ["approve", "read"]
+
+
+def test_revoking_twice_answers_409_the_second_time(tenant_a):
+    admin_key = factories.make_api_key(tenant_a, ["admin"])
+    victim = factories.make_api_key(tenant_a, ["read"])
+    url = f"/api/v1/api-keys/{victim.key.pk}/revoke"
+    assert api(admin_key.raw).post(url).status_code == 200
+    second = api(admin_key.raw).post(url)
+    assert second.status_code == 409
+    assert second.json()["code"] == "api_key_revoked"
+    assert api(victim.raw).get("/api/v1/me").status_code == 401
+
+
+def test_another_tenants_key_id_is_404_not_403(tenant_a, tenant_b):
+    admin_key = factories.make_api_key(tenant_a, ["admin"])
+    foreign = factories.make_api_key(tenant_b, ["read"])
+    response = api(admin_key.raw).post(f"/api/v1/api-keys/{foreign.key.pk}/revoke")
+    assert response.status_code == 404
+    assert response.json()["code"] == "not_found"
+    assert api(foreign.raw).get("/api/v1/me").status_code == 200

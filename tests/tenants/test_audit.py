@@ -1,0 +1,66 @@
+"""The audit log: recorded by services, append-only in the database."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import DatabaseError, transaction
+
+from tenants.context import system_context, tenant_context
+from tenants.models import AuditEvent, Tenant
+from tenants.services import audit_record
+from tests import factories
+
+
+def test_audit_record_keeps_actor_action_target_and_change(db, tenant_a):
+    admin = factories.make_member(tenant_a, "admin")
+    principal = factories.principal_for(admin)
+    with tenant_context(tenant_a.pk):
+        event = audit_record(
+            tenant=tenant_a, actor=principal, action="thing.changed", target=admin,
+            before={"a": 1}, after={"a": 2},
+        )
+        event.refresh_from_db()
+    assert event.actor_user == admin.user
+    assert event.actor_label == admin.user.username
+    assert (event.target_type, event.target_id) == ("tenants.membership", str(admin.pk))
+    assert (event.before, event.after) == ({"a": 1}, {"a": 2})
+
+
+def test_audit_events_cannot_be_updated_even_by_their_own_tenant(db, tenant_a):
+    event = factories.make_row(AuditEvent, tenant_a)
+    with tenant_context(tenant_a.pk):
+        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+            AuditEvent.objects.filter(pk=event.pk).update(action="rewritten")
+
+
+def test_audit_events_cannot_be_deleted_outside_the_system_context(db, tenant_a):
+    event = factories.make_row(AuditEvent, tenant_a)
+    with tenant_context(tenant_a.pk):
+        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+            AuditEvent.objects.filter(pk=event.pk).delete()
+    with system_context("audit_retention"):
+        assert AuditEvent.objects.filter(pk=event.pk).delete()[0] == 1
+
+
+def test_the_system_context_sees_every_tenant_and_audits_what_it_changed(db, tenant_a, tenant_b):
+    with system_context("test_sweep") as ctx:
+        assert {"acme-test", "globex-test"} <= set(Tenant.objects.values_list("slug", flat=True))
+        ctx.record(purged=3)
+    with system_context("test_inspection"):
+        event = AuditEvent.objects.filter(action="system.test_sweep").get()
+    assert event.tenant is None
+    assert event.actor_label == "system:test_sweep"
+    assert event.after == {"purged": 3}
+
+
+def test_a_system_context_needs_a_plain_name(db):
+    with pytest.raises(ValueError):
+        with system_context("drop table; --"):
+            pass
+
+
+def test_creating_a_tenant_is_audited(db):
+    tenant = factories.make_tenant("audited")
+    with tenant_context(tenant.pk):
+        actions = list(AuditEvent.objects.for_tenant(tenant).values_list("action", flat=True))
+    assert actions == ["tenant.created"]
