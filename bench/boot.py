@@ -50,9 +50,11 @@ def boot_once(var_dir: Path) -> tuple[float, float]:
     env.pop("REDIS_URL", None)
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "config.embedded", "exec", "--", sys.executable, "-m",
-         "config.run"],
-        cwd=BASE_DIR, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "config.embedded", "exec", "--", sys.executable, "-m", "config.run"],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}/login/"
@@ -74,8 +76,13 @@ def boot_once(var_dir: Path) -> tuple[float, float]:
     proc.wait(60)
     stop = time.perf_counter() - stop_started
     leftovers = json.loads(
-        subprocess.run([sys.executable, "-m", "config.embedded", "status"], cwd=BASE_DIR,
-                       env=env, capture_output=True, text=True).stdout
+        subprocess.run(
+            [sys.executable, "-m", "config.embedded", "status"],
+            cwd=BASE_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+        ).stdout
     )
     if any(leftovers.values()):
         raise RuntimeError(f"servers still running after Ctrl-C: {leftovers}")
@@ -96,7 +103,8 @@ def main() -> int:
     warm_stop = statistics.median(s for _, s in warm)
     print(f"{'launch':<8}{'first 200 (s)':>15}{'clean stop (s)':>16}{'target':>10}")
     print(f"{'cold':<8}{cold_boot:>15.2f}{cold_stop:>16.2f}{TARGET_S:>9.0f}s")
-    print(f"{'warm':<8}{warm_boot:>15.2f}{warm_stop:>16.2f}{TARGET_S:>9.0f}s   (median of {args.runs})")
+    warm_row = f"{'warm':<8}{warm_boot:>15.2f}{warm_stop:>16.2f}{TARGET_S:>9.0f}s"
+    print(f"{warm_row}   (median of {args.runs})")
     result = {
         "bench": "boot",
         "cold_first_200_s": round(cold_boot, 3),

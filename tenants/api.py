@@ -48,7 +48,13 @@ class AuditEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = AuditEvent
         fields = [
-            "id", "actor_label", "action", "target_type", "target_id", "before", "after",
+            "id",
+            "actor_label",
+            "action",
+            "target_type",
+            "target_id",
+            "before",
+            "after",
             "created_at",
         ]
 

@@ -44,9 +44,7 @@ def require_scope(scope: str) -> Callable:
             if principal is None:
                 return render(request, "tenants/no_tenant.html", status=403)
             if not principal.can(scope):
-                return render(
-                    request, "403.html", {"needed": Scope(scope).label}, status=403
-                )
+                return render(request, "403.html", {"needed": Scope(scope).label}, status=403)
             return view(request, *args, **kwargs)
 
         return wrapped

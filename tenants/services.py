@@ -110,9 +110,11 @@ def api_key_create(*, actor: Principal, name: str, scopes: list[str]) -> Created
 def api_key_revoke(*, actor: Principal, key: ApiKey) -> ApiKey:
     # Conditional update: two admins revoking at once produce one revocation and one 409.
     now = timezone.now()
-    updated = ApiKey.objects.for_tenant(actor.tenant).filter(
-        pk=key.pk, revoked_at__isnull=True
-    ).update(revoked_at=now)
+    updated = (
+        ApiKey.objects.for_tenant(actor.tenant)
+        .filter(pk=key.pk, revoked_at__isnull=True)
+        .update(revoked_at=now)
+    )
     if not updated:
         raise errors.ApiKeyAlreadyRevoked()
     key.revoked_at = now

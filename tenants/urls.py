@@ -24,4 +24,3 @@ urlpatterns = [
     path("admin/api-keys/<uuid:key_id>/revoke/", views.api_key_revoke, name="api_key_revoke"),
     path("admin/audit/", views.audit_log, name="audit_log"),
 ]
-

@@ -95,7 +95,9 @@ def api_key_revoke(request: HttpRequest, key_id) -> HttpResponse:
     except AppError as exc:
         error = exc.message
     return render(
-        request, "tenants/api_keys.html#key-row", {"key": key, "error": error},
+        request,
+        "tenants/api_keys.html#key-row",
+        {"key": key, "error": error},
         status=409 if error else 200,
     )
 

@@ -53,9 +53,23 @@ def console_url(django_db_setup, django_db_blocker):
     }
     log = open(BASE_DIR / "var" / "e2e-server.log", "w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--lifespan", "off", "--no-access-log"],
-        cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "config.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--lifespan",
+            "off",
+            "--no-access-log",
+        ],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -94,17 +108,21 @@ def page(browser):
     # with 403 or 404 on purpose is a document, and the test asserts on it itself.
     page.on(
         "console",
-        lambda m: m.type == "error"
-        and not m.text.startswith("Failed to load resource")
-        and errors.append(m.text),
+        lambda m: (
+            m.type == "error"
+            and not m.text.startswith("Failed to load resource")
+            and errors.append(m.text)
+        ),
     )
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on(
         "response",
-        lambda r: r.status >= 400
-        and r.request.resource_type != "document"
-        and not r.request.headers.get("hx-request")
-        and errors.append(f"{r.status} {r.url}"),
+        lambda r: (
+            r.status >= 400
+            and r.request.resource_type != "document"
+            and not r.request.headers.get("hx-request")
+            and errors.append(f"{r.status} {r.url}")
+        ),
     )
     yield page
     context.close()

@@ -90,7 +90,9 @@ def test_a_user_in_two_tenants_switches_between_them(page, console_url, acme):
     page.get_by_label("Tenant").select_option(label="Globex (viewer)")
     page.get_by_role("button", name="Switch").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Globex")
-    expect(page.get_by_role("navigation", name="Main").get_by_role("link", name="Admin")).to_have_count(0)
+    expect(
+        page.get_by_role("navigation", name="Main").get_by_role("link", name="Admin")
+    ).to_have_count(0)
     screenshot(page, "home-switched")
 
 

@@ -75,7 +75,8 @@ def test_a_read_only_key_cannot_act(tenant_a):
 def test_an_admin_key_creates_a_key_that_is_shown_once(tenant_a):
     admin_key = factories.make_api_key(tenant_a, ["admin", "read"])
     response = api(admin_key.raw).post(
-        "/api/v1/api-keys", {"name": "bot", "scopes": ["read", "approve"]},
+        "/api/v1/api-keys",
+        {"name": "bot", "scopes": ["read", "approve"]},
         content_type="application/json",
     )
     assert response.status_code == 201

@@ -117,7 +117,8 @@ def test_the_outsiders_action_changes_nothing_in_tenant_a(client_for, objects, t
 
     client_for("outsider").post(f"/api/v1/api-keys/{objects['key']}/revoke")
     client_for("outsider").post(
-        f"/api/v1/members/{objects['membership']}/role", {"role": "admin"},
+        f"/api/v1/members/{objects['membership']}/role",
+        {"role": "admin"},
         content_type="application/json",
     )
     with tenant_context(tenant_a.pk):

@@ -41,9 +41,7 @@ def test_every_tenant_owned_model_has_a_factory_for_these_tests():
 
 def test_the_application_role_cannot_bypass_row_level_security(db):
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"
-        )
+        cursor.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
         assert cursor.fetchone() == (False, False)
 
 
@@ -55,8 +53,9 @@ def test_row_level_security_is_enabled_and_forced(db, model):
             [model._meta.db_table],
         )
         assert cursor.fetchone() == (True, True)
-        cursor.execute("SELECT count(*) FROM pg_policies WHERE tablename = %s",
-                       [model._meta.db_table])
+        cursor.execute(
+            "SELECT count(*) FROM pg_policies WHERE tablename = %s", [model._meta.db_table]
+        )
         assert cursor.fetchone()[0] >= 1
 
 
@@ -70,9 +69,7 @@ def test_a_raw_select_without_tenant_context_returns_no_rows(db, model, tenant_a
 
 
 @pytest.mark.parametrize("model", MODELS, ids=IDS)
-def test_a_raw_select_in_tenant_a_context_returns_only_tenant_a_rows(
-    db, model, tenant_a, tenant_b
-):
+def test_a_raw_select_in_tenant_a_context_returns_only_tenant_a_rows(db, model, tenant_a, tenant_b):
     factories.make_row(model, tenant_a)
     factories.make_row(model, tenant_b)
     table, column = model._meta.db_table, tenant_column(model)
@@ -83,8 +80,11 @@ def test_a_raw_select_in_tenant_a_context_returns_only_tenant_a_rows(
         assert count_rows(table, f"WHERE {column} = '{tenant_b.pk}'") >= 1
 
 
-@pytest.mark.parametrize("model", [m for m in MODELS if m is not Tenant],
-                         ids=[i for m, i in zip(MODELS, IDS, strict=True) if m is not Tenant])
+@pytest.mark.parametrize(
+    "model",
+    [m for m in MODELS if m is not Tenant],
+    ids=[i for m, i in zip(MODELS, IDS, strict=True) if m is not Tenant],
+)
 def test_the_database_refuses_a_row_for_tenant_b_under_tenant_a_context(
     db, model, tenant_a, tenant_b
 ):
@@ -95,9 +95,8 @@ def test_the_database_refuses_a_row_for_tenant_b_under_tenant_a_context(
 
 def test_the_database_refuses_moving_a_row_to_another_tenant(db, tenant_a, tenant_b):
     row = factories.make_row(AuditEvent, tenant_a)
-    with tenant_context(tenant_a.pk):
-        with pytest.raises(DatabaseError), transaction.atomic():
-            AuditEvent.objects.filter(pk=row.pk).update(tenant=tenant_b)
+    with tenant_context(tenant_a.pk), pytest.raises(DatabaseError), transaction.atomic():
+        AuditEvent.objects.filter(pk=row.pk).update(tenant=tenant_b)
 
 
 def test_a_tenant_cannot_be_created_outside_the_system_context(db):
