@@ -9,7 +9,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config import embedded
-from config.env import env_bool, env_int, env_list, env_str, env_url
+from config.env import env_bool, env_float, env_int, env_list, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -173,7 +173,16 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BEAT_SCHEDULE = {
+    "recover-runs": {
+        "task": "agents.recover_runs",
+        "schedule": env_float("AGENTSTATE_RECOVERY_INTERVAL_SECONDS", 5.0, minimum=0.5),
+    },
+    "expire-idempotency-records": {
+        "task": "agents.expire_idempotency_records",
+        "schedule": 3600.0,
+    },
+}
 CELERY_TIMEZONE = TIME_ZONE
 
 CHANNEL_LAYERS = {
@@ -193,3 +202,27 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+
+# --- Engine. -------------------------------------------------------------------------------
+AGENTSTATE_AGENT_MODULES = env_list("AGENTSTATE_AGENT_MODULES", ["agents.demo"])
+# A worker holds a run for this long without renewing; a dead worker's run waits this long.
+AGENTSTATE_LEASE_SECONDS = env_float("AGENTSTATE_LEASE_SECONDS", 120.0, minimum=1.0)
+# How long one task keeps stepping a run before yielding to the queue (fairness).
+AGENTSTATE_SLICE_SECONDS = env_float("AGENTSTATE_SLICE_SECONDS", 5.0, minimum=0.0)
+AGENTSTATE_REQUEUE_AFTER_SECONDS = env_float("AGENTSTATE_REQUEUE_AFTER_SECONDS", 30.0, minimum=1)
+IDEMPOTENCY_KEY_TTL_HOURS = env_int("IDEMPOTENCY_KEY_TTL_HOURS", 24, minimum=1)
+
+LLM_PROVIDER = env_str("LLM_PROVIDER", "scripted")
+LLM_BASE_URL = env_str("LLM_BASE_URL", "http://127.0.0.1:11434/v1")
+LLM_API_KEY = env_str("LLM_API_KEY", "")
+LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
+LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 60.0, minimum=0.1)
+# Extra seconds the scripted model waits per call (the fault tests kill a worker meanwhile).
+LLM_SCRIPTED_DELAY_SECONDS = env_float("LLM_SCRIPTED_DELAY_SECONDS", 0.0, minimum=0.0)
+
+# The demo refund agent's payment provider (served by this app at /demo/payments/).
+DEMO_PAYMENTS_URL = env_str(
+    "DEMO_PAYMENTS_URL",
+    f"http://{env_str('HOST', '127.0.0.1')}:{env_str('WEB_PORT', '8000')}/demo/payments/refunds",
+)
+DEMO_REFUND_APPROVAL_THRESHOLD = env_float("DEMO_REFUND_APPROVAL_THRESHOLD", 100.0, minimum=0)

@@ -1,6 +1,7 @@
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from agents import demo_payments
 from tenants.api_errors import api_not_found
 
 urlpatterns = [
@@ -8,5 +9,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api_schema"), name="api_docs"),
     path("api/v1/", include("tenants.api_urls")),
     re_path(r"^api/", api_not_found),
+    path("demo/payments/refunds", demo_payments.refunds, name="demo_payments"),
     path("", include("tenants.urls")),
 ]

@@ -66,17 +66,118 @@ def _tenant_row(tenant: Tenant) -> Tenant:
     return tenant
 
 
+def _session_row(tenant: Tenant):
+    from agents.models import AgentSession
+
+    return AgentSession.objects.create(tenant=tenant, agent="refund_desk")
+
+
+def _run_row(tenant: Tenant):
+    from agents.models import Run
+
+    return Run.objects.create(
+        tenant=tenant, agent="refund_desk", agent_version=1, current_step="lookup"
+    )
+
+
+def _message_row(tenant: Tenant):
+    from agents.models import Message
+
+    return Message.objects.create(
+        tenant=tenant, session=_session_row(tenant), seq=1, role="user", content="hi"
+    )
+
+
+def _checkpoint_row(tenant: Tenant):
+    from agents.models import Checkpoint
+
+    return Checkpoint.objects.create(
+        tenant=tenant, run=_run_row(tenant), seq=1, step="s", state={}, schema_version=1
+    )
+
+
+def _attempt_row(tenant: Tenant):
+    from django.utils import timezone
+
+    from agents.models import StepAttempt
+
+    now = timezone.now()
+    return StepAttempt.objects.create(
+        tenant=tenant,
+        run=_run_row(tenant),
+        seq=1,
+        attempt=1,
+        step="s",
+        started_at=now,
+        ended_at=now,
+        outcome="succeeded",
+    )
+
+
+def _tool_call_row(tenant: Tenant):
+    from agents.models import ToolCall
+
+    return ToolCall.objects.create(
+        tenant=tenant,
+        run=_run_row(tenant),
+        seq=1,
+        call_index=0,
+        tool="t",
+        idempotency_key=uuid.uuid4().hex,
+        status="intent",
+    )
+
+
+def _idempotency_row(tenant: Tenant):
+    from django.utils import timezone
+
+    from agents.models import IdempotencyRecord
+
+    return IdempotencyRecord.objects.create(
+        tenant=tenant,
+        key=uuid.uuid4().hex,
+        fingerprint="f",
+        status="started",
+        expires_at=timezone.now(),
+    )
+
+
+def _approval_row(tenant: Tenant):
+    from approvals.models import ApprovalRequest
+
+    return ApprovalRequest.objects.create(
+        tenant=tenant, run=_run_row(tenant), checkpoint_seq=1, step="s", action="refund"
+    )
+
+
 TENANT_OWNED_ROWS = {
     Tenant: _tenant_row,
     Membership: _membership_row,
     ApiKey: _api_key_row,
     AuditEvent: _audit_row,
+    **{
+        model: factory
+        for model, factory in [
+            ("agents.AgentSession", _session_row),
+            ("agents.Run", _run_row),
+            ("agents.Message", _message_row),
+            ("agents.Checkpoint", _checkpoint_row),
+            ("agents.StepAttempt", _attempt_row),
+            ("agents.ToolCall", _tool_call_row),
+            ("agents.IdempotencyRecord", _idempotency_row),
+            ("approvals.ApprovalRequest", _approval_row),
+        ]
+    },
 }
+
+
+def row_factory(model):
+    return TENANT_OWNED_ROWS.get(model) or TENANT_OWNED_ROWS.get(model._meta.label)
 
 
 def make_row(model, tenant: Tenant):
     with tenant_context(tenant.pk):
-        return TENANT_OWNED_ROWS[model](tenant)
+        return row_factory(model)(tenant)
 
 
 def all_tenants() -> list[Tenant]:

@@ -1,0 +1,1 @@
+"""The step engine. `drive()` is its one entry point; see runner.py."""

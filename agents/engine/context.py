@@ -1,0 +1,92 @@
+"""What a step sees: its state, inputs, tools, the model, and the conversation."""
+
+from __future__ import annotations
+
+import copy
+from functools import cached_property
+from typing import Any
+
+from agents import tools as tool_registry
+from agents.engine import ledger
+from agents.engine.store import Claim
+
+
+class ToolBox:
+    """`ctx.tools.call(name, **arguments)`; side-effecting calls go through the ledger."""
+
+    def __init__(self, claim: Claim, seq: int) -> None:
+        self._claim = claim
+        self._seq = seq
+        self._index = 0
+        self.calls: list[dict[str, Any]] = []
+
+    def call(self, name: str, /, **arguments: Any) -> Any:
+        tool = tool_registry.get_tool(name)
+        index = self._index
+        self._index += 1
+        if tool.side_effects:
+            result = ledger.call(
+                tenant_id=self._claim.tenant_id,
+                run_id=self._claim.run_id,
+                seq=self._seq,
+                index=index,
+                tool=tool,
+                arguments=arguments,
+            )
+        else:
+            result = tool.fn(**arguments)
+        self.calls.append({"tool": name, "arguments": arguments, "index": index})
+        return result
+
+
+class StepContext:
+    def __init__(
+        self,
+        claim: Claim,
+        *,
+        step: str,
+        seq: int,
+        attempt: int,
+        state: dict,
+        wake_payload: dict | None,
+        messages_upto: int,
+    ) -> None:
+        self.run_id = claim.run_id
+        self.tenant_id = claim.tenant_id
+        self.session_id = claim.session_id
+        self.run_input: dict = claim.input
+        self.step = step
+        self.seq = seq
+        self.attempt = attempt
+        # A copy: a step that raises halfway must not leave its edits in the state.
+        self.state: dict = copy.deepcopy(state)
+        self.tools = ToolBox(claim, seq)
+        self.messages_upto = messages_upto
+        self.outbox: list[dict[str, Any]] = []
+        wake = wake_payload or {}
+        self.decision: dict | None = wake.get("decision")
+        self.event: dict | None = wake.get("event")
+
+    @cached_property
+    def llm(self):
+        from agents.llm import get_model
+
+        return get_model()
+
+    def say(self, content: str, *, role: str = "assistant", **extra: Any) -> None:
+        """Append a message to the conversation, committed with this step."""
+        self.outbox.append({"role": role, "content": content, **extra})
+
+    @cached_property
+    def transcript(self) -> list[dict[str, Any]]:
+        """The conversation so far (oldest first), as role/content dicts."""
+        from agents.selectors import transcript_for_step
+
+        if self.session_id is None:
+            return []
+        return transcript_for_step(tenant_id=self.tenant_id, session_id=self.session_id)
+
+    @property
+    def inbox(self) -> list[dict[str, Any]]:
+        """User messages that arrived since the last checkpoint read the conversation."""
+        return [m for m in self.transcript if m["role"] == "user" and m["seq"] > self.messages_upto]

@@ -1,0 +1,89 @@
+"""The tool-call ledger: a side effect happens once, whatever crashes or replays.
+
+The key is (run, step seq, call index). The intent is committed before the call and the key
+is sent to the service; the outcome is committed after. A replay returns a recorded
+outcome without calling; an intent without outcome is sent again with the same key, and
+the service's own deduplication makes that safe.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import connection
+
+from agents.engine.failpoints import failpoint
+from agents.errors import ToolFailed
+from agents.tools import Tool
+
+_SET_TENANT = "SELECT set_config('app.tenant_id', %(tenant)s, true);\n"
+
+INTENT_SQL = (
+    _SET_TENANT
+    + """
+INSERT INTO agents_toolcall
+    (tenant_id, run_id, seq, call_index, tool, idempotency_key, arguments, status, sends,
+     created_at)
+VALUES (%(tenant)s, %(run)s, %(seq)s, %(index)s, %(tool)s, %(key)s, %(arguments)s::jsonb,
+        'intent', 1, clock_timestamp())
+ON CONFLICT (run_id, seq, call_index) DO UPDATE
+    SET sends = agents_toolcall.sends + CASE WHEN agents_toolcall.status = 'intent'
+                                             THEN 1 ELSE 0 END
+RETURNING status, result
+"""
+)
+
+OUTCOME_SQL = (
+    _SET_TENANT
+    + """
+UPDATE agents_toolcall
+   SET status = %(status)s, result = %(result)s::jsonb, completed_at = clock_timestamp()
+ WHERE run_id = %(run)s AND seq = %(seq)s AND call_index = %(index)s AND status = 'intent'
+"""
+)
+
+
+def idempotency_key(run_id: Any, seq: int, index: int) -> str:
+    return f"{run_id}:{seq}:{index}"
+
+
+def call(*, tenant_id: str, run_id: Any, seq: int, index: int, tool: Tool, arguments: dict) -> Any:
+    """Call a side-effecting tool at most once in effect; replay the recorded outcome."""
+    key = idempotency_key(run_id, seq, index)
+    params = {
+        "tenant": tenant_id,
+        "run": str(run_id),
+        "seq": seq,
+        "index": index,
+        "tool": tool.name,
+        "key": key,
+        "arguments": json.dumps(arguments, default=str),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(INTENT_SQL, params)
+        cursor.nextset()
+        status, recorded = cursor.fetchone()
+    if status == "succeeded":
+        return _loads(recorded)
+    if status == "failed":
+        raise ToolFailed(_loads(recorded).get("message", f"{tool.name} failed"))
+    try:
+        result = tool.fn(**arguments, idempotency_key=key)
+    except ToolFailed as exc:
+        _record(params, "failed", {"message": str(exc)})
+        raise
+    failpoint("tool.after_call")
+    _record(params, "succeeded", result)
+    return result
+
+
+def _record(params: dict, status: str, result: Any) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            OUTCOME_SQL, {**params, "status": status, "result": json.dumps(result, default=str)}
+        )
+
+
+def _loads(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value

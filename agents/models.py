@@ -1,0 +1,283 @@
+"""Conversations, runs and everything a run needs to resume: all rows, all tenant-owned."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from tenants.models import TenantOwned
+
+
+class SessionStatus(models.TextChoices):
+    ACTIVE = "active", "Active"
+    CLOSED = "closed", "Closed"
+
+
+class AgentSession(TenantOwned):
+    """A conversation between one end user and one agent."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    agent = models.CharField(max_length=100)
+    title = models.CharField(max_length=200, blank=True)
+    status = models.CharField(
+        max_length=16, choices=SessionStatus.choices, default=SessionStatus.ACTIVE
+    )
+    summary = models.TextField(blank=True)
+    token_count = models.PositiveIntegerField(default=0)
+    last_seq = models.PositiveIntegerField(default=0)  # seq of the newest message
+    version = models.PositiveIntegerField(default=1)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "user", "-created_at"])]
+
+    def __str__(self) -> str:
+        return self.title or f"{self.agent} conversation"
+
+
+class MessageRole(models.TextChoices):
+    SYSTEM = "system", "System"
+    USER = "user", "User"
+    ASSISTANT = "assistant", "Assistant"
+    TOOL = "tool", "Tool"
+
+
+class Message(TenantOwned):
+    """Append-only transcript. Checkpoints point into it by seq; they never copy it."""
+
+    id = models.BigAutoField(primary_key=True)
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="messages")
+    run = models.ForeignKey(
+        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    seq = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=MessageRole.choices)
+    content = models.TextField(blank=True)
+    tool_call = models.JSONField(null=True, blank=True)
+    tool_result = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="message_unique_seq")
+        ]
+        ordering = ["session", "seq"]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:40]}"
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    WAITING_APPROVAL = "waiting_approval", "Waiting for approval"
+    WAITING_TIMER = "waiting_timer", "Waiting for a timer"
+    WAITING_EVENT = "waiting_event", "Waiting for an event"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+RUNNABLE = (RunStatus.QUEUED, RunStatus.RUNNING)
+WAITING = (RunStatus.WAITING_APPROVAL, RunStatus.WAITING_TIMER, RunStatus.WAITING_EVENT)
+FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class Run(TenantOwned):
+    """One execution of an agent. `version` is the fencing token every write checks."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(
+        AgentSession, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+    )
+    agent = models.CharField(max_length=100)
+    agent_version = models.PositiveIntegerField()
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    current_step = models.CharField(max_length=100)
+    step_seq = models.PositiveIntegerField(default=0)  # seq of the latest checkpoint
+    input = models.JSONField(default=dict, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)  # of the current step
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    state_schema_version = models.PositiveIntegerField(default=1)
+    not_before = models.DateTimeField(null=True, blank=True)  # retry backoff or timer
+    waiting_for = models.CharField(max_length=100, blank=True)  # event name or approval id
+    wake_payload = models.JSONField(null=True, blank=True)  # event or decision for next step
+    cancel_requested = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["tenant", "-created_at"], name="run_tenant_recent"),
+            models.Index(fields=["tenant", "status", "-created_at"], name="run_tenant_status"),
+            models.Index(
+                fields=["status", "lease_expires_at"],
+                name="run_expired_leases",
+                condition=models.Q(status="running"),
+            ),
+            models.Index(
+                fields=["status", "not_before"],
+                name="run_due",
+                condition=models.Q(status__in=["queued", "waiting_timer"]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent} run {self.id}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED
+
+
+class Checkpoint(TenantOwned):
+    """State after a step. Append-only; the transcript stays in Message rows."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    seq = models.PositiveIntegerField()
+    step = models.CharField(max_length=100)  # the step that produced this state
+    next_step = models.CharField(max_length=100, blank=True)
+    state = models.JSONField(default=dict)
+    schema_version = models.PositiveIntegerField()
+    messages_upto = models.PositiveIntegerField(default=0)  # transcript read up to this seq
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="checkpoint_unique_seq")]
+        ordering = ["run", "seq"]
+
+    def __str__(self) -> str:
+        return f"checkpoint {self.seq} of {self.run_id}"
+
+
+class AttemptOutcome(models.TextChoices):
+    SUCCEEDED = "succeeded", "Succeeded"
+    RETRYING = "retrying", "Failed, will retry"
+    FAILED = "failed", "Failed"
+    LOST = "lost", "Worker lost (lease expired)"
+    FENCED = "fenced", "Superseded by another worker"
+
+
+class StepAttempt(TenantOwned):
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts_log")
+    seq = models.PositiveIntegerField()  # the checkpoint seq this attempt would write
+    attempt = models.PositiveIntegerField()
+    step = models.CharField(max_length=100)
+    worker = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField()
+    outcome = models.CharField(max_length=16, choices=AttemptOutcome.choices)
+    error_class = models.CharField(max_length=200, blank=True)
+    error_code = models.CharField(max_length=100, blank=True)
+    message = models.TextField(blank=True)
+    traceback = models.TextField(blank=True)
+    duration_ms = models.FloatField(default=0)
+
+    class Meta:
+        ordering = ["run", "seq", "attempt"]
+        indexes = [models.Index(fields=["run", "seq"])]
+
+    def __str__(self) -> str:
+        return f"{self.step} #{self.attempt}: {self.outcome}"
+
+
+class ToolCallStatus(models.TextChoices):
+    INTENT = "intent", "Intent recorded, outcome unknown"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class ToolCall(TenantOwned):
+    """The ledger of side-effecting tool calls: intent before the call, outcome after."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
+    seq = models.PositiveIntegerField()
+    call_index = models.PositiveIntegerField()
+    tool = models.CharField(max_length=100)
+    idempotency_key = models.CharField(max_length=255)
+    arguments = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=ToolCallStatus.choices)
+    result = models.JSONField(null=True, blank=True)
+    sends = models.PositiveIntegerField(default=0)  # how often the call went out
+    created_at = models.DateTimeField(auto_now_add=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "seq", "call_index"], name="toolcall_unique_position"
+            )
+        ]
+        ordering = ["run", "seq", "call_index"]
+
+    def __str__(self) -> str:
+        return f"{self.tool} [{self.idempotency_key}] {self.status}"
+
+
+class IdempotencyStatus(models.TextChoices):
+    STARTED = "started", "Started"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class IdempotencyRecord(TenantOwned):
+    """A POST to our API remembered by its Idempotency-Key (Stripe's semantics)."""
+
+    id = models.BigAutoField(primary_key=True)
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=IdempotencyStatus.choices)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "key"], name="idempotency_unique_key")
+        ]
+        indexes = [models.Index(fields=["expires_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.status})"
+
+
+class DemoRefund(models.Model):
+    """The demo payments provider's own ledger (an external system, so not tenant-owned)."""
+
+    id = models.BigAutoField(primary_key=True)
+    idempotency_key = models.CharField(max_length=255, unique=True)
+    customer = models.CharField(max_length=100)
+    amount_cents = models.PositiveIntegerField()
+    requests = models.PositiveIntegerField(default=1)  # how many times it was asked
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"refund {self.amount_cents / 100:.2f} to {self.customer}"

@@ -1,0 +1,80 @@
+"""Reads of the agents app. Every read names its tenant; members see only their own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.http import Http404
+
+from agents.models import AgentSession, Checkpoint, Message, Run, StepAttempt, ToolCall
+from tenants.context import tenant_context
+from tenants.principal import Principal
+
+
+def sessions_for(principal: Principal) -> QuerySet[AgentSession]:
+    sessions = AgentSession.objects.for_tenant(principal.tenant)
+    if principal.sees_only_own:
+        sessions = sessions.filter(user=principal.user)
+    return sessions.order_by("-created_at")
+
+
+def session_for(principal: Principal, session_id: Any) -> AgentSession:
+    """The session, or 404 for anyone who may not see it (other tenants, other members)."""
+    try:
+        return sessions_for(principal).get(pk=session_id)
+    except (AgentSession.DoesNotExist, ValueError, TypeError):
+        raise Http404 from None
+
+
+def runs_for(
+    principal: Principal, *, status: str | None = None, agent: str | None = None
+) -> QuerySet[Run]:
+    runs = Run.objects.for_tenant(principal.tenant).select_related("session")
+    if principal.sees_only_own:
+        runs = runs.filter(Q(session__user=principal.user) | Q(created_by=principal.user))
+    if status:
+        runs = runs.filter(status=status)
+    if agent:
+        runs = runs.filter(agent=agent)
+    return runs.order_by("-created_at")
+
+
+def run_for(principal: Principal, run_id: Any) -> Run:
+    """The run, or 404 for anyone who may not see it."""
+    try:
+        return runs_for(principal).get(pk=run_id)
+    except (Run.DoesNotExist, ValueError, TypeError):
+        raise Http404 from None
+
+
+def run_timeline(run: Run) -> dict[str, list]:
+    """Checkpoints, attempts and ledger entries of one run, oldest first."""
+    tenant = run.tenant_id
+    return {
+        "checkpoints": list(Checkpoint.objects.for_tenant(tenant).filter(run=run).order_by("seq")),
+        "attempts": list(
+            StepAttempt.objects.for_tenant(tenant).filter(run=run).order_by("seq", "attempt", "id")
+        ),
+        "tool_calls": list(ToolCall.objects.for_tenant(tenant).filter(run=run)),
+    }
+
+
+def transcript(session: AgentSession) -> QuerySet[Message]:
+    return Message.objects.for_tenant(session.tenant_id).filter(session=session).order_by("seq")
+
+
+def transcript_for_step(*, tenant_id: str, session_id: Any) -> list[dict[str, Any]]:
+    """The conversation as the engine hands it to a step."""
+    with tenant_context(tenant_id):
+        rows = Message.objects.for_tenant(tenant_id).filter(session_id=session_id).order_by("seq")
+        return [
+            {
+                "seq": m.seq,
+                "role": m.role,
+                "content": m.content,
+                "tool_call": m.tool_call,
+                "tool_result": m.tool_result,
+            }
+            for m in rows
+        ]

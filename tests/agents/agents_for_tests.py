@@ -1,0 +1,151 @@
+"""Small agents that exercise the engine. Counters live in module globals per process."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+
+from agents.definitions import (
+    Agent,
+    RetryPolicy,
+    fail,
+    finish,
+    goto,
+    register,
+    sleep_until,
+    wait_for_approval,
+    wait_for_event,
+)
+from agents.errors import LLMRateLimited, PermanentStepError
+from agents.tools import tool
+
+calls: Counter = Counter()
+side_effects: Counter = Counter()
+
+
+@tool("count_effect", side_effects=True)
+def count_effect(*, name: str, idempotency_key: str) -> dict:
+    side_effects[idempotency_key] += 1
+    return {"done": name, "key": idempotency_key}
+
+
+three_steps = Agent("three_steps", version=1, first="one")
+
+
+@three_steps.step
+def one(ctx):
+    calls["one"] += 1
+    if ctx.run_input.get("cancel_during_step"):  # someone presses Cancel meanwhile
+        from agents.models import Run
+        from tenants.context import tenant_context
+
+        with tenant_context(ctx.tenant_id):
+            Run.objects.for_tenant(ctx.tenant_id).filter(pk=ctx.run_id).update(
+                cancel_requested=True
+            )
+    return goto("two", trail=["one"])
+
+
+@three_steps.step
+def two(ctx):
+    calls["two"] += 1
+    return goto("three", trail=ctx.state["trail"] + ["two"])
+
+
+@three_steps.step
+def three(ctx):
+    calls["three"] += 1
+    return finish({"trail": ctx.state["trail"] + ["three"]})
+
+
+register(three_steps)
+
+flaky = Agent(
+    "flaky",
+    version=1,
+    first="start",
+    retry=RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05),
+)
+
+
+@flaky.step
+def start(ctx):
+    calls["flaky.start"] += 1
+    return goto("wobble", started=True)
+
+
+@flaky.step
+def wobble(ctx):
+    calls["flaky.wobble"] += 1
+    mode = ctx.run_input.get("mode")
+    if mode == "transient" and ctx.attempt < ctx.run_input.get("succeed_on", 99):
+        raise LLMRateLimited("429 from the model", retry_after=ctx.run_input.get("retry_after"))
+    if mode == "permanent":
+        raise PermanentStepError("the request makes no sense")
+    if mode == "bug":
+        ctx.state["half"] = "written"
+        return {}["missing"]
+    if mode == "agent_fail":
+        return fail("customer not found", looked=True)
+    return finish({"attempt": ctx.attempt})
+
+
+register(flaky)
+
+pauses = Agent("pauses", version=1, first="ask")
+
+
+@pauses.step
+def ask(ctx):
+    kind = ctx.run_input["kind"]
+    if kind == "approval":
+        return wait_for_approval(
+            action="count_effect",
+            arguments={"name": "refund"},
+            then="after",
+            reason="big",
+            amount=400,
+        )
+    if kind == "timer":
+        when = dt.datetime.fromisoformat(ctx.run_input["until"])
+        return sleep_until(when, then="after")
+    return wait_for_event("shipped", then="after")
+
+
+@pauses.step
+def after(ctx):
+    return finish({"decision": ctx.decision, "event": ctx.event})
+
+
+register(pauses)
+
+effects = Agent("effects", version=1, first="pay")
+
+
+@effects.step
+def pay(ctx):
+    first = ctx.tools.call("count_effect", name="first")
+    second = ctx.tools.call("count_effect", name="second")
+    calls["effects.pay"] += 1
+    if ctx.run_input.get("crash_after_tools") and calls["effects.pay"] == 1:
+        raise LLMRateLimited("crashed after the tools returned")
+    return finish({"first": first, "second": second})
+
+
+register(effects)
+
+
+def migrate_v1(state: dict) -> dict:
+    name = state.pop("nm", "")
+    return {**state, "name": name, "migrated": True}
+
+
+versioned = Agent("versioned", version=2, first="read", state_version=2, migrations={1: migrate_v1})
+
+
+@versioned.step
+def read(ctx):
+    return finish({"state": ctx.state})
+
+
+register(versioned)

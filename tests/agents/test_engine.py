@@ -1,0 +1,322 @@
+"""The step engine, in process: claim, checkpoint per step, fencing, retries, pauses."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from agents.engine import store
+from agents.models import Checkpoint, StepAttempt, ToolCall
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
+from tenants.context import tenant_context
+from tests.agents import agents_for_tests as t
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def rows(model, tenant, **filters):
+    with tenant_context(tenant.pk):
+        return list(model.objects.for_tenant(tenant).filter(**filters).order_by("id"))
+
+
+def test_a_run_checkpoints_after_every_step_and_succeeds(start, step, reload, tenant_a):
+    run = start("three_steps")
+    result = step(run)
+    assert (result.steps, result.status) == (3, "succeeded")
+    run = reload(run)
+    assert run.output == {"trail": ["one", "two", "three"]}
+    assert run.step_seq == 3 and run.lease_owner == "" and run.finished_at
+    checkpoints = rows(Checkpoint, tenant_a, run=run)
+    assert [(c.seq, c.step) for c in checkpoints] == [(1, "one"), (2, "two"), (3, "three")]
+    assert checkpoints[1].state == {"trail": ["one", "two"]}
+    attempts = rows(StepAttempt, tenant_a, run=run)
+    assert [(a.seq, a.attempt, a.outcome) for a in attempts] == [
+        (1, 1, "succeeded"),
+        (2, 1, "succeeded"),
+        (3, 1, "succeeded"),
+    ]
+
+
+def test_a_used_up_time_slice_yields_to_the_queue_and_resumes_from_the_checkpoint(
+    start, step, reload, enqueued
+):
+    run = start("three_steps")
+    first = step(run, slice_seconds=0)
+    assert (first.steps, first.status) == (1, "queued")
+    assert enqueued[-1]["run_id"] == run.pk
+    assert step(run, worker="w2", slice_seconds=0).status == "queued"
+    assert step(run, worker="w3", slice_seconds=0).status == "succeeded"
+    assert dict(t.calls) == {"one": 1, "two": 1, "three": 1}  # no step ran twice
+    assert reload(run).output == {"trail": ["one", "two", "three"]}
+
+
+def test_a_run_held_by_a_live_worker_cannot_be_claimed(start, admin):
+    run = start("three_steps")
+    tenant = str(admin.tenant.pk)
+    assert store.claim(tenant_id=tenant, run_id=run.pk, worker="a", lease_seconds=60)
+    assert store.claim(tenant_id=tenant, run_id=run.pk, worker="b", lease_seconds=60) is None
+
+
+def test_a_stale_worker_that_wakes_after_losing_its_lease_writes_nothing(
+    start, step, reload, admin, tenant_a
+):
+    run = start("three_steps")
+    tenant = str(admin.tenant.pk)
+    stale = store.claim(tenant_id=tenant, run_id=run.pk, worker="stale", lease_seconds=0.01)
+    assert stale is not None
+    connection.cursor().execute("SELECT pg_sleep(0.05)")
+    assert step(run, worker="fresh").status == "succeeded"
+    # The stale worker now tries to persist its step with its old version: fenced.
+    from agents.engine.runner import _Driver, _Fenced
+
+    driver = _Driver(stale, worker="stale", lease=60)
+    with pytest.raises(_Fenced):
+        from agents.definitions import goto
+        from agents.engine.context import StepContext
+
+        ctx = StepContext(
+            stale, step="one", seq=1, attempt=1, state={}, wake_payload=None, messages_upto=0
+        )
+        driver._persist(ctx, goto("two", bogus=True), True, timezone.now(), 0.0)
+    assert [c.seq for c in rows(Checkpoint, tenant_a, run=run)] == [1, 2, 3]
+    assert all("bogus" not in c.state for c in rows(Checkpoint, tenant_a, run=run))
+
+
+def test_a_transient_error_is_retried_with_backoff_without_redoing_earlier_steps(
+    start, step, reload, enqueued, tenant_a
+):
+    run = start("flaky", mode="transient", succeed_on=3, retry_after=0.05)
+    first = step(run)
+    assert first.status == "queued" and first.reason == "retrying"
+    assert enqueued[-1]["countdown"] >= 0.05  # Retry-After honoured
+    assert step(run).claimed is False  # not before the backoff has passed
+    connection.cursor().execute("SELECT pg_sleep(0.08)")
+    assert step(run).reason == "retrying"
+    connection.cursor().execute("SELECT pg_sleep(0.08)")
+    assert step(run).status == "succeeded"
+    assert reload(run).output == {"attempt": 3}
+    assert t.calls["flaky.start"] == 1 and t.calls["flaky.wobble"] == 3
+    outcomes = [(a.step, a.attempt, a.outcome) for a in rows(StepAttempt, tenant_a, run=run)]
+    assert outcomes == [
+        ("start", 1, "succeeded"),
+        ("wobble", 1, "retrying"),
+        ("wobble", 2, "retrying"),
+        ("wobble", 3, "succeeded"),
+    ]
+
+
+def test_an_exhausted_retry_budget_fails_the_run_and_keeps_the_error(start, step, reload):
+    run = start("flaky", mode="transient", retry_after=0)
+    for _ in range(3):
+        connection.cursor().execute("SELECT pg_sleep(0.06)")
+        result = step(run)
+    assert result.status == "failed"
+    run = reload(run)
+    assert run.error["code"] == "retries_exhausted"
+    assert "429" in run.error["message"]
+
+
+def test_a_permanent_error_fails_at_once(start, step, reload):
+    run = start("flaky", mode="permanent")
+    assert step(run).status == "failed"
+    assert reload(run).error["code"] == "permanent"
+    assert t.calls["flaky.wobble"] == 1
+
+
+def test_a_step_that_raises_is_recorded_with_its_traceback_and_corrupts_no_state(
+    start, step, reload, tenant_a
+):
+    run = start("flaky", mode="bug")
+    assert step(run).status == "failed"
+    run = reload(run)
+    assert run.error["class"] == "KeyError"
+    [failed] = rows(StepAttempt, tenant_a, run=run, outcome="failed")
+    assert "KeyError" in failed.traceback and "wobble" in failed.traceback
+    checkpoints = rows(Checkpoint, tenant_a, run=run)
+    assert [c.state for c in checkpoints] == [{"started": True}]  # no 'half' written
+
+
+def test_a_step_that_fails_on_purpose_checkpoints_its_state_and_fails_the_run(start, step, reload):
+    run = start("flaky", mode="agent_fail")
+    assert step(run).status == "failed"
+    run = reload(run)
+    assert run.error == {"code": "agent_failed", "message": "customer not found"}
+
+
+def test_side_effects_happen_once_when_a_step_is_retried_after_its_tools_returned(
+    start, step, reload, tenant_a
+):
+    run = start("effects", crash_after_tools=True)
+    assert step(run).reason == "retrying"
+    connection.cursor().execute("SELECT pg_sleep(0.6)")
+    assert step(run).status == "succeeded"
+    assert t.calls["effects.pay"] == 2  # the step ran twice ...
+    assert sorted(t.side_effects.values()) == [1, 1]  # ... each effect happened once
+    ledger = rows(ToolCall, tenant_a, run=run)
+    assert [(c.call_index, c.status, c.sends) for c in ledger] == [
+        (0, "succeeded", 1),
+        (1, "succeeded", 1),
+    ]
+    assert ledger[0].idempotency_key == f"{run.pk}:1:0"
+    assert reload(run).output["first"] == {"done": "first", "key": f"{run.pk}:1:0"}
+
+
+def test_an_intent_without_outcome_is_sent_again_with_the_same_key(start, admin, tenant_a):
+    from agents.engine import ledger
+    from agents.tools import get_tool
+
+    run = start("effects")
+    tool = get_tool("count_effect")
+    tenant = str(admin.tenant.pk)
+    with connection.cursor() as cursor:  # a worker died between intent and outcome
+        cursor.execute(
+            ledger.INTENT_SQL,
+            {
+                "tenant": tenant,
+                "run": str(run.pk),
+                "seq": 1,
+                "index": 0,
+                "tool": tool.name,
+                "key": f"{run.pk}:1:0",
+                "arguments": '{"name": "x"}',
+            },
+        )
+    result = ledger.call(
+        tenant_id=tenant, run_id=run.pk, seq=1, index=0, tool=tool, arguments={"name": "x"}
+    )
+    assert result["key"] == f"{run.pk}:1:0"
+    [entry] = rows(ToolCall, tenant_a, run=run)
+    assert (entry.status, entry.sends) == ("succeeded", 2)
+    again = ledger.call(
+        tenant_id=tenant, run_id=run.pk, seq=1, index=0, tool=tool, arguments={"name": "x"}
+    )
+    assert again == result and t.side_effects[f"{run.pk}:1:0"] == 1
+
+
+def test_an_old_checkpoint_is_migrated_forward_when_loaded(start, step, reload, admin):
+    run = start("versioned")
+    with tenant_context(admin.tenant.pk):
+        Checkpoint.objects.create(
+            tenant=admin.tenant,
+            run=run,
+            seq=1,
+            step="old",
+            next_step="read",
+            state={"nm": "Ada"},
+            schema_version=1,
+        )
+        type(run).objects.for_tenant(admin.tenant).filter(pk=run.pk).update(
+            step_seq=1, state_schema_version=1
+        )
+    assert step(run).status == "succeeded"
+    assert reload(run).output == {"state": {"name": "Ada", "migrated": True}}
+
+
+def test_state_from_a_newer_version_fails_the_run_without_touching_it(start, step, reload, admin):
+    run = start("versioned")
+    with tenant_context(admin.tenant.pk):
+        Checkpoint.objects.create(
+            tenant=admin.tenant, run=run, seq=1, step="future", state={"x": 1}, schema_version=9
+        )
+        type(run).objects.for_tenant(admin.tenant).filter(pk=run.pk).update(step_seq=1)
+    assert step(run).status == "failed"
+    assert reload(run).error["code"] == "state_migration_failed"
+
+
+def test_waiting_for_approval_holds_no_worker_and_the_decision_resumes_the_run(
+    start, step, reload, admin, tenant_a, enqueued
+):
+    run = start("pauses", kind="approval")
+    assert step(run).status == "waiting_approval"
+    run = reload(run)
+    [request] = rows(ApprovalRequest, tenant_a, run=run)
+    assert run.waiting_for == str(request.pk) and run.lease_owner == ""
+    assert (request.action, request.arguments, request.checkpoint_seq) == (
+        "count_effect",
+        {"name": "refund"},
+        1,
+    )
+    assert step(run).claimed is False  # waiting: nothing to claim
+    with tenant_context(tenant_a.pk):
+        approval_decide(
+            principal=admin,
+            request=request,
+            approve=True,
+            comment="ok",
+            edited_arguments={"name": "smaller refund"},
+        )
+    assert enqueued[-1]["run_id"] == request.run_id
+    assert step(run).status == "succeeded"
+    decision = reload(run).output["decision"]
+    assert decision["approved"] is True and decision["arguments"] == {"name": "smaller refund"}
+
+
+def test_a_timer_pauses_until_its_time_and_the_sweep_wakes_it(start, step, reload, enqueued):
+    from agents.sweeps import recover
+
+    until = timezone.now() + dt.timedelta(seconds=0.2)
+    run = start("pauses", kind="timer", until=until.isoformat())
+    assert step(run).status == "waiting_timer"
+    assert enqueued[-1]["eta"] == until
+    assert recover()["timers_woken"] == 0
+    connection.cursor().execute("SELECT pg_sleep(0.25)")
+    assert recover()["timers_woken"] == 1
+    assert step(run).status == "succeeded"
+
+
+def test_an_event_wakes_a_run_waiting_for_it(start, step, reload, admin, tenant_a):
+    from agents.errors import RunNotWaiting
+    from agents.services import run_send_event
+
+    run = start("pauses", kind="event")
+    assert step(run).status == "waiting_event"
+    with tenant_context(tenant_a.pk), pytest.raises(RunNotWaiting):
+        run_send_event(principal=admin, run=reload(run), name="delivered", payload={})
+    with tenant_context(tenant_a.pk):
+        run_send_event(principal=admin, run=reload(run), name="shipped", payload={"n": 1})
+    assert step(run).status == "succeeded"
+    assert reload(run).output["event"] == {"name": "shipped", "payload": {"n": 1}}
+
+
+def test_cancelling_a_waiting_run_is_immediate_and_a_running_one_stops_at_the_boundary(
+    start, step, reload, admin, tenant_a
+):
+    from agents.services import run_cancel
+
+    waiting = start("pauses", kind="event")
+    step(waiting)
+    with tenant_context(tenant_a.pk):
+        assert run_cancel(principal=admin, run=reload(waiting)).status == "cancelled"
+
+    running = start("three_steps", cancel_during_step=True)
+    result = step(running)  # the step in flight finishes; the run stops at the boundary
+    assert (result.steps, result.status) == (1, "cancelled")
+    assert t.calls["two"] == 0
+    assert reload(running).step_seq == 1
+
+    orphan = start("three_steps")
+    store.claim(tenant_id=str(tenant_a.pk), run_id=orphan.pk, worker="w9", lease_seconds=60)
+    with tenant_context(tenant_a.pk):
+        assert run_cancel(principal=admin, run=reload(orphan)).cancel_requested
+    assert step(orphan, worker="w9").status == "cancelled"  # reclaimed: cancelled, no step
+    assert t.calls["one"] == 1
+
+
+def test_a_lost_lease_is_recovered_by_the_sweep_and_noted_as_a_lost_attempt(
+    start, step, reload, admin, tenant_a, enqueued
+):
+    from agents.sweeps import recover
+
+    run = start("three_steps")
+    store.claim(tenant_id=str(tenant_a.pk), run_id=run.pk, worker="dead", lease_seconds=0.01)
+    connection.cursor().execute("SELECT pg_sleep(0.05)")
+    assert recover()["lost_leases"] == 1
+    assert enqueued[-1]["run_id"] == run.pk
+    assert reload(run).status == "queued"
+    [lost] = rows(StepAttempt, tenant_a, run=run)
+    assert (lost.outcome, lost.worker, lost.step) == ("lost", "dead", "one")
+    assert step(run, worker="alive").status == "succeeded"
