@@ -8,7 +8,9 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api_schema"), name="api_docs"),
     path("api/v1/", include("tenants.api_urls")),
+    path("api/v1/", include("agents.api_urls")),
     re_path(r"^api/", api_not_found),
     path("demo/payments/refunds", demo_payments.refunds, name="demo_payments"),
+    path("", include("agents.urls")),
     path("", include("tenants.urls")),
 ]
