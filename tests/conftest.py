@@ -4,7 +4,7 @@ import pytest
 from django.test import Client
 
 from tenants.models import Role
-from tests import factories
+from tests import factories, processes
 
 ROLES = [Role.ADMIN, Role.MANAGER, Role.MEMBER, Role.VIEWER]
 
@@ -53,3 +53,11 @@ def _fast_password_hashing(request, settings):
     if request.node.get_closest_marker("e2e"):
         return
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(scope="session")
+def console_url(django_db_setup, django_db_blocker):
+    """uvicorn serving the console (and the demo payment provider) on the test database."""
+    proc, url = processes.start_asgi("console")
+    yield url
+    proc.stop()

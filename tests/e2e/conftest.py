@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
-from urllib.request import urlopen
 
 import pytest
-from django.conf import settings
-from django.db import connection
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
 # between browser steps are plain synchronous code all the same.
@@ -31,60 +24,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 SCREENSHOTS = BASE_DIR / "var" / "screenshots"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def console_url(django_db_setup, django_db_blocker):
-    """uvicorn serving the console against the test database, for the whole session."""
-    port = _free_port()
-    db_url = settings.DATABASE_URL.rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
-    env = {
-        **os.environ,
-        "DATABASE_URL": db_url,
-        "REDIS_URL": settings.REDIS_URL,
-        "SECRET_KEY": "e2e-" + "x" * 46,
-        "DEBUG": "1",  # plain http on loopback: cookies must not require https
-    }
-    log = open(BASE_DIR / "var" / "e2e-server.log", "w")
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "config.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--lifespan",
-            "off",
-            "--no-access-log",
-        ],
-        cwd=BASE_DIR,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urlopen(url + "/login/", timeout=1)
-            break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"console did not start; see {log.name}") from None
-            time.sleep(0.1)
-    yield url
-    server.terminate()
-    server.wait(10)
-    log.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,181 @@
+"""Real processes for tests: the ASGI server, Celery workers and beat, on the test database.
+
+Tests that use them must commit their data (`django_db(transaction=True)`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.request import urlopen
+
+from django.conf import settings
+from django.db import connection
+
+BASE_DIR = Path(__file__).resolve().parents[1]
+LOG_DIR = BASE_DIR / "var" / "test-logs"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_database_url() -> str:
+    return settings.DATABASE_URL.rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
+
+
+def process_env(**extra: str) -> dict[str, str]:
+    """The environment a child process needs to share this test session's servers."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": test_database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "SECRET_KEY": "test-" + "x" * 45,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.update(extra)
+    return env
+
+
+class Proc:
+    """A child process with its own process group and a log file under var/test-logs."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        self.name = name
+        self.log_path = LOG_DIR / f"{name}.log"
+        self._log = open(self.log_path, "w")
+        self.popen = subprocess.Popen(
+            argv,
+            cwd=BASE_DIR,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill9(self) -> None:
+        """SIGKILL the whole process group: no cleanup, no acks, like a power cut."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait(10)
+
+    def stop(self, timeout: float = 15) -> None:
+        if self.alive():
+            try:
+                os.killpg(self.popen.pid, signal.SIGTERM)
+                self.popen.wait(timeout)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                self.kill9()
+        self._log.close()
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+
+def start_asgi(name: str = "asgi", **env: str) -> tuple[Proc, str]:
+    port = free_port()
+    proc = Proc(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "config.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--lifespan",
+            "off",
+            "--no-access-log",
+        ],
+        process_env(DEBUG="1", **env),
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urlopen(url + "/login/", timeout=1)
+            return proc, url
+        except OSError:
+            if not proc.alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not start:\n{proc.log()[-3000:]}") from None
+            time.sleep(0.1)
+
+
+def start_worker(name: str, *, concurrency: int = 1, pool: str = "solo", **env: str) -> Proc:
+    """A real Celery worker process (solo pool: the process we kill is the one stepping)."""
+    proc = Proc(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "--loglevel=INFO",
+            f"--pool={pool}",
+            f"--concurrency={concurrency}",
+            f"--hostname={name}@%h",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        process_env(**env),
+    )
+    deadline = time.monotonic() + 30
+    while "ready." not in proc.log():
+        if not proc.alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"worker {name} did not start:\n{proc.log()[-3000:]}")
+        time.sleep(0.1)
+    return proc
+
+
+def start_beat(name: str = "beat", **env: str) -> Proc:
+    schedule = LOG_DIR / f"{name}-schedule"
+    return Proc(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "beat",
+            "--loglevel=INFO",
+            "--scheduler",
+            "celery.beat:PersistentScheduler",
+            "-s",
+            str(schedule),
+        ],
+        process_env(**env),
+    )
+
+
+def wait_until(check, *, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
