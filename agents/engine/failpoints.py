@@ -13,12 +13,15 @@ from pathlib import Path
 _DIR = os.environ.get("AGENTSTATE_FAILPOINT_DIR")
 
 
-def failpoint(name: str) -> None:
+def failpoint(name: str, qualifier: str = "") -> None:
+    """Kill the process if `name` (or `name.qualifier`, e.g. a step name) is armed."""
     if not _DIR:
         return
-    marker = Path(_DIR) / name
-    try:
-        marker.unlink()
-    except FileNotFoundError:
-        return
-    os.kill(os.getpid(), signal.SIGKILL)
+    for armed in (name, f"{name}.{qualifier}" if qualifier else None):
+        if armed is None:
+            continue
+        try:
+            (Path(_DIR) / armed).unlink()
+        except FileNotFoundError:
+            continue
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -73,7 +73,7 @@ def call(*, tenant_id: str, run_id: Any, seq: int, index: int, tool: Tool, argum
     except ToolFailed as exc:
         _record(params, "failed", {"message": str(exc)})
         raise
-    failpoint("tool.after_call")
+    failpoint("tool.after_call", tool.name)
     _record(params, "succeeded", result)
     return result
 

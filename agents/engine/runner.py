@@ -54,6 +54,7 @@ def drive(
     claim = store.claim(tenant_id=tenant_id, run_id=run_id, worker=worker, lease_seconds=lease)
     if claim is None:
         return DriveResult(claimed=False, reason="not runnable, or leased by a live worker")
+    failpoint("run.claimed")
     driver = _Driver(claim, worker=worker, lease=lease)
     return driver.run(
         slice_seconds if slice_seconds is not None else settings.AGENTSTATE_SLICE_SECONDS
@@ -117,7 +118,7 @@ class _Driver:
                 _check(agent, transition)
             except Exception as exc:  # noqa: BLE001 - every failure is recorded, none escapes
                 return self._handle_error(agent, exc, started_at, t0)
-            failpoint("step.before_persist")
+            failpoint("step.before_persist", self.step)
             keep_going = transition.kind == "goto" and time.monotonic() < deadline
             try:
                 status = self._persist(ctx, transition, keep_going, started_at, t0)
