@@ -23,6 +23,7 @@ from agents.definitions import Agent, Transition, get_agent
 from agents.engine import store
 from agents.engine.context import StepContext
 from agents.engine.failpoints import failpoint
+from agents.engine.heartbeat import Heartbeat
 from agents.errors import AppError, StepError
 from agents.models import RunStatus
 
@@ -56,9 +57,14 @@ def drive(
         return DriveResult(claimed=False, reason="not runnable, or leased by a live worker")
     failpoint("run.claimed")
     driver = _Driver(claim, worker=worker, lease=lease)
-    return driver.run(
-        slice_seconds if slice_seconds is not None else settings.AGENTSTATE_SLICE_SECONDS
-    )
+    heartbeat = Heartbeat(tenant_id=tenant_id, run_id=claim.run_id, worker=worker, lease=lease)
+    driver.heartbeat = heartbeat.start(claim.version)
+    try:
+        return driver.run(
+            slice_seconds if slice_seconds is not None else settings.AGENTSTATE_SLICE_SECONDS
+        )
+    finally:
+        heartbeat.stop()
 
 
 class _Driver:
@@ -74,6 +80,12 @@ class _Driver:
         self.upto = claim.messages_upto
         self.state: dict = claim.state
         self.steps = 0
+        self.heartbeat: Heartbeat | None = None
+
+    def _set_version(self, version: int) -> None:
+        self.version = version
+        if self.heartbeat is not None:
+            self.heartbeat.version(version)
 
     # --- the loop --------------------------------------------------------------------------
 
@@ -201,7 +213,7 @@ class _Driver:
                 if row is None:
                     raise _Fenced
                 self._write_extras(ctx, t, approval_id)
-        self.version = row[1]
+        self._set_version(row[1])
         _publish(self.claim, "step.finished", step=self.step, seq=self.seq + 1, status=row[0])
         return row[0]
 
@@ -319,7 +331,7 @@ class _Driver:
         row = store.execute_fenced(store.FAILURE_SQL, params)
         if row is None:
             return None
-        self.version = row[1]
+        self._set_version(row[1])
         _publish(
             self.claim, "step.failed", step=self.step, seq=self.seq + 1, status=row[0], error=error
         )

@@ -149,3 +149,32 @@ def read(ctx):
 
 
 register(versioned)
+
+slow = Agent("slow", version=1, first="nap")
+
+
+@slow.step
+def nap(ctx):
+    import time
+
+    time.sleep(ctx.run_input["seconds"])
+    return finish({"slept": ctx.run_input["seconds"]})
+
+
+register(slow)
+
+asks_model = Agent(
+    "asks_model",
+    version=1,
+    first="ask_model",
+    retry=RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.02),
+)
+
+
+@asks_model.step
+def ask_model(ctx):
+    reply = ctx.llm.chat([{"role": "user", "content": "hello"}])
+    return finish({"reply": reply.content})
+
+
+register(asks_model)

@@ -320,3 +320,47 @@ def test_a_lost_lease_is_recovered_by_the_sweep_and_noted_as_a_lost_attempt(
     [lost] = rows(StepAttempt, tenant_a, run=run)
     assert (lost.outcome, lost.worker, lost.step) == ("lost", "dead", "one")
     assert step(run, worker="alive").status == "succeeded"
+
+
+def test_a_long_step_keeps_its_lease_alive_so_no_other_worker_takes_over(
+    start, step, reload, admin
+):
+    import threading
+
+    run = start("slow", seconds=1.6)
+    outcome = {}
+    worker = threading.Thread(target=lambda: outcome.update(r=step(run, lease_seconds=0.6)))
+    worker.start()
+    stolen = []
+    for _ in range(6):  # try to steal the lease while the step sleeps
+        connection.cursor().execute("SELECT pg_sleep(0.25)")
+        stolen.append(
+            store.claim(
+                tenant_id=str(admin.tenant.pk), run_id=run.pk, worker="thief", lease_seconds=60
+            )
+        )
+    worker.join()
+    assert stolen == [None] * 6
+    assert outcome["r"].status == "succeeded"
+    assert reload(run).output == {"slept": 1.6}
+
+
+def test_a_429_from_a_real_openai_compatible_server_is_retried_after_its_retry_after(
+    start, step, reload, settings, enqueued
+):
+    from tests.fakes.openai_server import FakeOpenAIServer, ok, rate_limited
+
+    with FakeOpenAIServer() as server:
+        settings.LLM_PROVIDER = "openai"
+        settings.LLM_BASE_URL = server.base_url
+        settings.LLM_TIMEOUT_SECONDS = 5
+        server.enqueue(rate_limited(retry_after="1"), ok("hi there"))
+        run = start("asks_model")
+        assert step(run).reason == "retrying"
+        assert enqueued[-1]["countdown"] >= 1.0
+        assert reload(run).error["code"] == "llm_rate_limited"
+        assert step(run).claimed is False  # Retry-After not yet passed
+        connection.cursor().execute("SELECT pg_sleep(1.05)")
+        assert step(run).status == "succeeded"
+        assert reload(run).output == {"reply": "hi there"}
+        assert len(server.requests) == 2
