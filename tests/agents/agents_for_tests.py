@@ -178,3 +178,30 @@ def ask_model(ctx):
 
 
 register(asks_model)
+
+chat = Agent("chat", version=1, first="greet")
+
+
+@chat.step
+def greet(ctx):
+    ctx.say("hello, what do you need?")
+    return goto("listen")
+
+
+@chat.step
+def listen(ctx):
+    heard = [m["content"] for m in ctx.inbox]
+    ctx.say(f"you said: {' | '.join(heard)}")
+    return finish({"heard": heard})
+
+
+register(chat)
+
+strict_chat = Agent(
+    "strict_chat",
+    version=1,
+    first="greet",
+    on_message_while_running="reject",
+    steps=dict(chat.steps),
+)
+register(strict_chat)
