@@ -107,7 +107,6 @@ class Agent:
     step_retries: dict[str, RetryPolicy] = field(default_factory=dict)
     # What a user message does while a step runs: queue it, interrupt, or reject (409).
     on_message_while_running: str = "queue"
-    lease_seconds: float | None = None
     steps: dict[str, StepFunction] = field(default_factory=dict)
 
     def step(self, fn: StepFunction) -> StepFunction:
