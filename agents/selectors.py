@@ -78,3 +78,28 @@ def transcript_for_step(*, tenant_id: str, session_id: Any) -> list[dict[str, An
             }
             for m in rows
         ]
+
+
+def run_approvals(run: Run) -> list[Any]:
+    """Approval requests of one run, oldest first."""
+    from approvals.models import ApprovalRequest
+
+    return list(
+        ApprovalRequest.objects.for_tenant(run.tenant_id).filter(run=run).order_by("requested_at")
+    )
+
+
+def approval_awaited_by(run: Run) -> Any | None:
+    """The approval request named by the run's `waiting_for`, whatever its status, or None."""
+    import uuid
+
+    from agents.models import RunStatus
+    from approvals.models import ApprovalRequest
+
+    if run.status != RunStatus.WAITING_APPROVAL:
+        return None
+    try:
+        request_id = uuid.UUID(run.waiting_for)
+    except ValueError:
+        return None
+    return ApprovalRequest.objects.for_tenant(run.tenant_id).filter(run=run, pk=request_id).first()
