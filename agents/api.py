@@ -12,7 +12,6 @@ import jsonschema
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import Q, QuerySet
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import JSONParser
@@ -38,22 +37,6 @@ TAGS = ["agents"]
 
 # How the tenants' authenticators appear in OpenAPI. They describe tenants.api_auth and would
 # sit there; they are here because this change may not touch tenants/.
-class ApiKeyScheme(OpenApiAuthenticationExtension):
-    target_class = "tenants.api_auth.ApiKeyAuthentication"
-    name = "apiKey"
-
-    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
-        return {"type": "http", "scheme": "bearer", "bearerFormat": "ak_<tenant>_<secret>"}
-
-
-class ConsoleSessionScheme(OpenApiAuthenticationExtension):
-    target_class = "tenants.api_auth.TenantSessionAuthentication"
-    name = "consoleSession"
-
-    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
-        return {"type": "apiKey", "in": "cookie", "name": settings.SESSION_COOKIE_NAME}
-
-
 def _errors(*codes: int) -> dict[int, OpenApiResponse]:
     return {code: OpenApiResponse(s.ErrorSerializer) for code in codes}
 

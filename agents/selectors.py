@@ -82,24 +82,16 @@ def transcript_for_step(*, tenant_id: str, session_id: Any) -> list[dict[str, An
 
 def run_approvals(run: Run) -> list[Any]:
     """Approval requests of one run, oldest first."""
-    from approvals.models import ApprovalRequest
+    from approvals.selectors import requests_for_run
 
-    return list(
-        ApprovalRequest.objects.for_tenant(run.tenant_id).filter(run=run).order_by("requested_at")
-    )
+    return requests_for_run(tenant_id=run.tenant_id, run_id=run.pk)
 
 
 def approval_awaited_by(run: Run) -> Any | None:
-    """The approval request named by the run's `waiting_for`, whatever its status, or None."""
-    import uuid
-
+    """The approval request a run waiting for approval is waiting on, or None."""
     from agents.models import RunStatus
-    from approvals.models import ApprovalRequest
+    from approvals.selectors import request_awaited
 
     if run.status != RunStatus.WAITING_APPROVAL:
         return None
-    try:
-        request_id = uuid.UUID(run.waiting_for)
-    except ValueError:
-        return None
-    return ApprovalRequest.objects.for_tenant(run.tenant_id).filter(run=run, pk=request_id).first()
+    return request_awaited(tenant_id=run.tenant_id, run_id=run.pk, waiting_for=run.waiting_for)

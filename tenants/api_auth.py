@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
+from django.conf import settings
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from tenants import context
@@ -77,3 +80,20 @@ class TenantSessionAuthentication(authentication.SessionAuthentication):
         if result is None or getattr(request._request, "principal", None) is None:
             return None
         return result
+
+
+# How the two schemes appear in the OpenAPI schema.
+class ApiKeyScheme(OpenApiAuthenticationExtension):
+    target_class = "tenants.api_auth.ApiKeyAuthentication"
+    name = "apiKey"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer", "bearerFormat": "ak_<tenant>_<secret>"}
+
+
+class ConsoleSessionScheme(OpenApiAuthenticationExtension):
+    target_class = "tenants.api_auth.TenantSessionAuthentication"
+    name = "consoleSession"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "apiKey", "in": "cookie", "name": settings.SESSION_COOKIE_NAME}
