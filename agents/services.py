@@ -143,6 +143,32 @@ def message_post(
 
 
 @transaction.atomic
+def conversation_start(
+    *,
+    principal: Principal,
+    agent: str,
+    message: str,
+    input: dict[str, Any] | None = None,
+    title: str = "",
+) -> Run:
+    """Open a conversation whose first user message starts a run of `agent`."""
+    session = session_create(principal=principal, agent=agent, title=title)
+    run = run_start(
+        principal=principal,
+        agent=agent,
+        session=session,
+        input={**(input or {}), "message": message},
+    )
+    messages_append(
+        tenant_id=principal.tenant.pk,
+        session_id=session.pk,
+        run_id=run.pk,
+        messages=[{"role": MessageRole.USER, "content": message}],
+    )
+    return run
+
+
+@transaction.atomic
 def run_cancel(*, principal: Principal, run: Run) -> Run:
     """Cancel at once if not running; a running run stops at its next step boundary."""
     runs = Run.objects.for_tenant(principal.tenant).filter(pk=run.pk)

@@ -1,5 +1,18 @@
-"""Console pages of the agents app (runs list, run page, starting a run)."""
+"""Console pages of the agents app (runs list, run page, starting a run, agent registry)."""
 
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from agents import views
+
+urlpatterns = [
+    path("runs/", views.run_list, name="runs"),
+    path("runs/start/", views.run_start, name="run_start"),
+    path("runs/<uuid:run_id>/", views.run_detail, name="run_detail"),
+    path("runs/<uuid:run_id>/cancel/", views.run_cancel, name="run_cancel"),
+    path(
+        "runs/<uuid:run_id>/approvals/<uuid:approval_id>/decide/",
+        views.run_approval_decide,
+        name="run_approval_decide",
+    ),
+    path("agents/", views.agent_list, name="agents"),
+]
