@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from django.conf import settings
 from django.db import connection, transaction
 
@@ -73,7 +75,7 @@ def recover() -> dict[str, int]:
         if lost or woken:
             ctx.record(**counts, runs=[str(r[0]) for r in (lost + woken)][:50])
         for run_id, tenant_id in lost + woken + stale:
-            transaction.on_commit(lambda r=run_id, t=tenant_id: enqueue_run(tenant_id=t, run_id=r))
+            transaction.on_commit(partial(enqueue_run, tenant_id=tenant_id, run_id=run_id))
     return counts
 
 

@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 
 def activate(
-    *, tenant_id: uuid.UUID | str | None, user_id: int | None = None, system: str = ""
+    *, tenant_id: uuid.UUID | str | None, user_id: int | str | None = None, system: str = ""
 ) -> None:
     """Set the row-level-security settings for the rest of the current transaction."""
     if not connection.in_atomic_block:

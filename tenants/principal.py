@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from tenants.models import Role, Scope, Tenant
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser
+    from django.contrib.auth.models import User
 
     from tenants.models import ApiKey
 
@@ -25,11 +25,11 @@ class Principal:
     tenant: Tenant
     scopes: frozenset[str]
     role: str | None = None  # None for API keys
-    user: AbstractBaseUser | None = None
+    user: User | None = None
     api_key: ApiKey | None = field(default=None, compare=False)
 
     @classmethod
-    def for_member(cls, *, tenant: Tenant, user: AbstractBaseUser, role: str) -> Principal:
+    def for_member(cls, *, tenant: Tenant, user: User, role: str) -> Principal:
         return cls(tenant=tenant, scopes=ROLE_SCOPES[role], role=role, user=user)
 
     @classmethod

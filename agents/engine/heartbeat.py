@@ -24,7 +24,7 @@ UPDATE agents_run SET lease_expires_at = clock_timestamp() + make_interval(secs 
 
 class Heartbeat:
     def __init__(self, *, tenant_id: str, run_id: Any, worker: str, lease: float) -> None:
-        self.params = {
+        self.params: dict[str, Any] = {
             "tenant": tenant_id,
             "run": str(run_id),
             "worker": worker,

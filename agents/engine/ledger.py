@@ -51,7 +51,7 @@ def idempotency_key(run_id: Any, seq: int, index: int) -> str:
 def call(*, tenant_id: str, run_id: Any, seq: int, index: int, tool: Tool, arguments: dict) -> Any:
     """Call a side-effecting tool at most once in effect; replay the recorded outcome."""
     key = idempotency_key(run_id, seq, index)
-    params = {
+    params: dict[str, Any] = {
         "tenant": tenant_id,
         "run": str(run_id),
         "seq": seq,

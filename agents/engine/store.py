@@ -75,7 +75,7 @@ def _loads(value: Any) -> Any:
 
 def claim(*, tenant_id: str, run_id: Any, worker: str, lease_seconds: float) -> Claim | None:
     """Take the run's lease if it is runnable and free (or its lease expired)."""
-    params = {
+    params: dict[str, Any] = {
         "tenant": str(tenant_id),
         "run": str(run_id),
         "worker": worker,
