@@ -231,8 +231,11 @@ class ScriptedModel(ChatModel):
         on_token: TokenCallback | None = None,
     ) -> ChatResult:
         """Reply with the first rule whose matcher fits, else the default."""
-        if self.delay_seconds:
-            time.sleep(self.delay_seconds)
+        # Streaming spends half the delay thinking and half writing, so a live page shows
+        # the reply arrive word by word; the call takes delay_seconds either way.
+        thinking = self.delay_seconds / 2 if on_token is not None else self.delay_seconds
+        if thinking:
+            time.sleep(thinking)
         reply = self._pick(_last_input(messages))
         if callable(reply):
             reply = reply(messages)
@@ -249,7 +252,10 @@ class ScriptedModel(ChatModel):
             for index, call in enumerate(reply.get("tool_calls") or [])
         ]
         if on_token is not None:
-            for word in re.findall(r"[^ ]+ *| +", content):
+            words = re.findall(r"[^ ]+ *| +", content)
+            for word in words:
+                if self.delay_seconds:
+                    time.sleep(self.delay_seconds / 2 / len(words))
                 on_token(word)
         return ChatResult(
             content=content,

@@ -6,8 +6,9 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
-from tenants.models import TenantOwned
+from tenants.models import Tenant, TenantOwned
 
 
 class SessionStatus(models.TextChoices):
@@ -118,6 +119,8 @@ class Run(TenantOwned):
     waiting_for = models.CharField(max_length=100, blank=True)  # event name or approval id
     wake_payload = models.JSONField(null=True, blank=True)  # event or decision for next step
     cancel_requested = models.BooleanField(default=False)
+    # Number of the run's latest RunEvent: bumped in the transaction that writes the event.
+    event_seq = models.PositiveIntegerField(default=0, db_default=0)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -173,6 +176,33 @@ class Checkpoint(TenantOwned):
 
     def __str__(self) -> str:
         return f"checkpoint {self.seq} of {self.run_id}"
+
+
+class RunEvent(TenantOwned):
+    """What happened to a run, numbered 1, 2, 3... per run, written in the transaction that
+    did it; live pages catch up from here after a reconnect (see agents/live/)."""
+
+    id = models.BigAutoField(primary_key=True)
+    # One row per step on the engine's hot path, so one index and no foreign-key triggers:
+    # (run, seq) serves every read (RLS adds the tenant); only the engine's own statements
+    # write rows, with the ids of the run row they update; the ORM deletes them with the run.
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="events", db_index=False, db_constraint=False
+    )
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=40)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="runevent_unique_seq")]
+        ordering = ["run", "seq"]
+
+    def __str__(self) -> str:
+        return f"event {self.seq} of {self.run_id}: {self.kind}"
 
 
 class AttemptOutcome(models.TextChoices):

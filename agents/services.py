@@ -101,7 +101,7 @@ def messages_append(
             run_id=run_id or "",
             kind="message.appended",
             session_id=str(session_id),
-            seq=message.seq,
+            message_seq=message.seq,
             role=message.role,
         )
     return created

@@ -1,11 +1,36 @@
-"""Reads of the approvals app that other apps use (always with the tenant)."""
+"""Reads of the approvals app (always with the tenant; members see only their own runs')."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import datetime as dt
+import json
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
-from approvals.models import ApprovalRequest
+from django.db.models import BooleanField, Count, Q, QuerySet
+from django.db.models.expressions import RawSQL
+from django.http import Http404
+from django.utils import timezone
+
+from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.policies import decidable_by
+from tenants.principal import Principal
+
+DECIDED = "decided"  # a status filter: every status but pending
+STATUS_FILTERS = [
+    (ApprovalStatus.PENDING.value, "Pending"),
+    (DECIDED, "Any decided"),
+    (ApprovalStatus.APPROVED.value, "Approved"),
+    (ApprovalStatus.REJECTED.value, "Rejected"),
+    (ApprovalStatus.EXPIRED.value, "Expired"),
+    (ApprovalStatus.CANCELLED.value, "Cancelled"),
+]
+
+
+# --- what the engine and the run pages read ---------------------------------------------------
 
 
 def requests_for_run(*, tenant_id: Any, run_id: Any) -> list[ApprovalRequest]:
@@ -23,4 +48,162 @@ def request_awaited(*, tenant_id: Any, run_id: Any, waiting_for: str) -> Approva
         return None
     return (
         ApprovalRequest.objects.for_tenant(tenant_id).filter(run_id=run_id, pk=request_id).first()
+    )
+
+
+# --- the inbox ---------------------------------------------------------------------------------
+
+
+def requests_visible_to(principal: Principal) -> QuerySet[ApprovalRequest]:
+    """The tenant's requests; a member (an end user) sees only those of their own runs."""
+    requests = ApprovalRequest.objects.for_tenant(principal.tenant)
+    if principal.sees_only_own:
+        requests = requests.filter(
+            Q(run__session__user=principal.user) | Q(run__created_by=principal.user)
+        )
+    return requests
+
+
+def request_for(principal: Principal, request_id: Any) -> ApprovalRequest:
+    """One request, or 404 for anyone who may not see it (other tenants, other members)."""
+    try:
+        return (
+            requests_visible_to(principal)
+            .select_related("run", "run__session", "run__created_by", "policy")
+            .get(pk=request_id)
+        )
+    except (ApprovalRequest.DoesNotExist, ValueError, TypeError):
+        raise Http404 from None
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a page ended: pending pages go by (due_sort, requested_at, id), others by
+    (requested_at, id) newest first."""
+
+    pending: bool
+    due_at: dt.datetime | None  # the row's due_sort (never NULL) on pending pages
+    requested_at: dt.datetime
+    id: uuid.UUID
+
+    def encode(self) -> str:
+        raw = json.dumps(
+            [
+                "p" if self.pending else "h",
+                self.due_at and self.due_at.isoformat(),
+                self.requested_at.isoformat(),
+                str(self.id),
+            ],
+            separators=(",", ":"),
+        )
+        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, text: str) -> Cursor:
+        """Raise ValueError unless `text` is a cursor this module made."""
+        try:
+            padded = text + "=" * (-len(text) % 4)
+            kind, due, requested, pk = json.loads(base64.urlsafe_b64decode(padded.encode()))
+            cursor = cls(
+                pending=kind == "p",
+                due_at=dt.datetime.fromisoformat(due) if due else None,
+                requested_at=dt.datetime.fromisoformat(requested),
+                id=uuid.UUID(pk),
+            )
+        except (binascii.Error, ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise ValueError("not a cursor") from exc
+        if kind not in ("p", "h") or any(
+            t is not None and t.tzinfo is None for t in (cursor.due_at, cursor.requested_at)
+        ):
+            raise ValueError("not a cursor")
+        return cursor
+
+    @classmethod
+    def after(cls, request: ApprovalRequest, *, pending: bool) -> Cursor:
+        return cls(pending, request.due_sort if pending else None, request.requested_at, request.pk)
+
+
+@dataclass
+class Page:
+    rows: list[ApprovalRequest]
+    next: Cursor | None
+
+
+def inbox_page(
+    principal: Principal,
+    *,
+    status: str = ApprovalStatus.PENDING,
+    action: str = "",
+    mine: bool = False,
+    after: Cursor | None = None,
+    limit: int = 25,
+) -> Page:
+    """One page of the inbox. Pending: soonest deadline first (none last); else newest first.
+
+    Keyset pagination: each page starts where the cursor ended, with one row comparison
+    that the index `approval_inbox_pending` (or `approval_history`) answers as a range scan,
+    so page 200 costs what page 1 costs.
+    """
+    pending = status == ApprovalStatus.PENDING
+    requests = requests_visible_to(principal).select_related("run")
+    if status == DECIDED:
+        requests = requests.exclude(status=ApprovalStatus.PENDING)
+    elif status:
+        requests = requests.filter(status=status)
+    if action:
+        requests = requests.filter(action=action)
+    if mine:
+        requests = decidable_by(principal, requests)
+    if pending:
+        requests = requests.order_by("due_sort", "requested_at", "id")
+        if after is not None and after.pending and after.due_at is not None:
+            requests = requests.filter(
+                _row_compare(("due_sort", "requested_at", "id"), ">", after.due_at, after)
+            )
+    else:
+        requests = requests.order_by("-requested_at", "-id")
+        if after is not None and not after.pending:
+            requests = requests.filter(_row_compare(("requested_at", "id"), "<", None, after))
+    rows = list(requests[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows=rows, next=Cursor.after(rows[-1], pending=pending) if more else None)
+
+
+def _row_compare(columns: tuple[str, ...], op: str, due: dt.datetime | None, c: Cursor) -> RawSQL:
+    """`(a, b, c) > (x, y, z)`: PostgreSQL seeks the index to the cursor instead of
+    filtering every row before it (which an OR of column comparisons would do)."""
+    table = ApprovalRequest._meta.db_table
+    left = ", ".join(f'"{table}"."{column}"' for column in columns)
+    values = ([due] if due is not None else []) + [c.requested_at, c.id]
+    right = ", ".join(["%s"] * len(values))
+    return RawSQL(f"({left}) {op} ({right})", values, output_field=BooleanField())
+
+
+def inbox_counts(principal: Principal) -> dict[str, int]:
+    """Pending requests of the tenant, how many are overdue, how many the principal may decide."""
+    pending = requests_visible_to(principal).filter(status=ApprovalStatus.PENDING)
+    counts = pending.aggregate(
+        pending=Count("id"), overdue=Count("id", filter=Q(due_at__lte=timezone.now()))
+    )
+    counts["mine"] = decidable_count(principal)
+    return counts
+
+
+def decidable_count(principal: Principal) -> int:
+    """The nav badge: pending requests this principal may decide."""
+    pending = ApprovalRequest.objects.for_tenant(principal.tenant).filter(
+        status=ApprovalStatus.PENDING
+    )
+    return decidable_by(principal, pending).count()
+
+
+def request_audit(request: ApprovalRequest) -> list[Any]:
+    """Everything the audit log holds about this request, oldest first."""
+    from tenants.models import AuditEvent
+
+    return list(
+        AuditEvent.objects.for_tenant(request.tenant_id)
+        .filter(target_type=ApprovalRequest._meta.label_lower, target_id=str(request.pk))
+        .order_by("id")[:200]
     )

@@ -1,3 +1,9 @@
-"""Websocket routes. Live progress (issue 5) adds its consumers here."""
+"""Websocket routes: one live socket per page (agents/consumers.py, docs in README)."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from agents.consumers import LiveConsumer
+
+websocket_urlpatterns: list = [
+    path("ws/live/", LiveConsumer.as_asgi()),
+]

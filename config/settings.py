@@ -97,6 +97,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "tenants.context_processors.tenancy",
+                "approvals.context_processors.approvals_badge",
             ],
         },
     }
@@ -182,18 +183,35 @@ CELERY_BEAT_SCHEDULE = {
         "task": "agents.expire_idempotency_records",
         "schedule": 3600.0,
     },
+    # Approval deadlines: auto-reject or escalate within this many seconds of the due time.
+    "approval-deadlines": {
+        "task": "approvals.sweep_deadlines",
+        "schedule": env_float("AGENTSTATE_APPROVAL_SWEEP_SECONDS", 10.0, minimum=1.0),
+    },
 }
 CELERY_TIMEZONE = TIME_ZONE
 
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
+        # Consumers wait for messages with a 5 s blocking pop; redis-py's default socket
+        # timeout is also 5 s, so an idle socket's read timed out and crashed its consumer.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
     }
 }
 
+# --- Live progress over websockets (agents/live/). ---------------------------------------------
+# Stream the model's tokens to the run page while a step's LLM call runs (never stored).
+AGENTSTATE_LIVE_TOKENS = env_bool("AGENTSTATE_LIVE_TOKENS", True)
+# At most one token update per run this often (the text so far, so a lost one costs nothing).
+AGENTSTATE_LIVE_TOKEN_INTERVAL_SECONDS = env_float(
+    "AGENTSTATE_LIVE_TOKEN_INTERVAL_SECONDS", 0.1, minimum=0.0
+)
+
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agentstate@localhost")
+# Only read by the file-based backend (django.core.mail.backends.filebased.EmailBackend).
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(embedded.var_dir() / "mail"))
 
 LOGGING = {
     "version": 1,
@@ -226,3 +244,10 @@ DEMO_PAYMENTS_URL = env_str(
     f"http://{env_str('HOST', '127.0.0.1')}:{env_str('WEB_PORT', '8000')}/demo/payments/refunds",
 )
 DEMO_REFUND_APPROVAL_THRESHOLD = env_float("DEMO_REFUND_APPROVAL_THRESHOLD", 100.0, minimum=0)
+
+# --- Approvals. ----------------------------------------------------------------------------
+# Where people open the console: the base of the links in approval emails.
+AGENTSTATE_CONSOLE_URL = env_str(
+    "AGENTSTATE_CONSOLE_URL",
+    f"http://{env_str('HOST', '127.0.0.1')}:{env_str('WEB_PORT', '8000')}",
+)

@@ -142,11 +142,37 @@ def _idempotency_row(tenant: Tenant):
     )
 
 
+def _run_event_row(tenant: Tenant):
+    from agents.models import RunEvent
+
+    return RunEvent.objects.create(tenant=tenant, run=_run_row(tenant), seq=1, kind="run.queued")
+
+
 def _approval_row(tenant: Tenant):
     from approvals.models import ApprovalRequest
 
     return ApprovalRequest.objects.create(
         tenant=tenant, run=_run_row(tenant), checkpoint_seq=1, step="s", action="refund"
+    )
+
+
+def _approval_policy_row(tenant: Tenant):
+    from approvals.models import ApprovalPolicy
+
+    return ApprovalPolicy.objects.create(tenant=tenant, action=f"act-{uuid.uuid4().hex[:8]}")
+
+
+def _approver_group_row(tenant: Tenant):
+    from approvals.models import ApproverGroup
+
+    return ApproverGroup.objects.create(tenant=tenant, name=f"group-{uuid.uuid4().hex[:8]}")
+
+
+def _approver_group_member_row(tenant: Tenant):
+    from approvals.models import ApproverGroupMember
+
+    return ApproverGroupMember.objects.create(
+        tenant=tenant, group=_approver_group_row(tenant), user=make_user()
     )
 
 
@@ -165,7 +191,11 @@ TENANT_OWNED_ROWS = {
             ("agents.StepAttempt", _attempt_row),
             ("agents.ToolCall", _tool_call_row),
             ("agents.IdempotencyRecord", _idempotency_row),
+            ("agents.RunEvent", _run_event_row),
             ("approvals.ApprovalRequest", _approval_row),
+            ("approvals.ApprovalPolicy", _approval_policy_row),
+            ("approvals.ApproverGroup", _approver_group_row),
+            ("approvals.ApproverGroupMember", _approver_group_member_row),
         ]
     },
 }

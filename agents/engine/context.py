@@ -50,6 +50,7 @@ class StepContext:
         state: dict,
         wake_payload: dict | None,
         messages_upto: int,
+        event_seq: int = 0,
     ) -> None:
         self.run_id = claim.run_id
         self.tenant_id = claim.tenant_id
@@ -66,12 +67,14 @@ class StepContext:
         wake = wake_payload or {}
         self.decision: dict | None = wake.get("decision")
         self.event: dict | None = wake.get("event")
+        self._event_seq = event_seq
 
     @cached_property
     def llm(self):
+        from agents.live.tokens import LiveModel
         from agents.llm import get_model
 
-        return get_model()
+        return LiveModel(get_model(), ctx=self, after=self._event_seq)
 
     def say(self, content: str, *, role: str = "assistant", **extra: Any) -> None:
         """Append a message to the conversation, committed with this step."""

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from agents import progress
 from agents.definitions import Agent, Transition, get_agent
 from agents.engine import store
 from agents.engine.context import StepContext
@@ -56,6 +57,15 @@ def drive(
     if claim is None:
         return DriveResult(claimed=False, reason="not runnable, or leased by a live worker")
     failpoint("run.claimed")
+    _publish(
+        claim,
+        "step.started",
+        seq=claim.event_seq,
+        step=claim.step,
+        step_seq=claim.step_seq + 1,
+        attempt=claim.attempts,
+        status=RunStatus.RUNNING,
+    )
     driver = _Driver(claim, worker=worker, lease=lease)
     heartbeat = Heartbeat(tenant_id=tenant_id, run_id=claim.run_id, worker=worker, lease=lease)
     driver.heartbeat = heartbeat.start(claim.version)
@@ -79,6 +89,7 @@ class _Driver:
         self.wake = claim.wake_payload
         self.upto = claim.messages_upto
         self.state: dict = claim.state
+        self.event_seq = claim.event_seq  # the run's latest stored event (live events follow it)
         self.steps = 0
         self.heartbeat: Heartbeat | None = None
 
@@ -100,7 +111,8 @@ class _Driver:
                     "worker": self.worker,
                 },
             )
-            _publish(self.claim, "run.status", status=RunStatus.CANCELLED)
+            if row is not None:
+                _publish(self.claim, "run.status", seq=row.event_seq, status=row.status)
             return DriveResult(claimed=True, status=row[0] if row else None, reason="cancelled")
         try:
             agent = get_agent(self.claim.agent)
@@ -124,6 +136,7 @@ class _Driver:
                 state=self.state,
                 wake_payload=self.wake,
                 messages_upto=self.upto,
+                event_seq=self.event_seq,
             )
             try:
                 transition = agent.get_step(self.step)(ctx)
@@ -207,15 +220,31 @@ class _Driver:
             row = store.execute_fenced(store.PERSIST_SQL, params)  # one round trip, one commit
             if row is None:
                 raise _Fenced
+            self._finished(row, t, params)
         else:
-            with transaction.atomic():
+            with transaction.atomic(), progress.tracking() as recorded:
                 row = store.execute_fenced(store.PERSIST_SQL, params)
                 if row is None:
                     raise _Fenced
+                self._finished(row, t, params)  # sent on commit, before the extras' events
                 self._write_extras(ctx, t, approval_id)
-        self._set_version(row[1])
-        _publish(self.claim, "step.finished", step=self.step, seq=self.seq + 1, status=row[0])
-        return row[0]
+            self.event_seq = max(self.event_seq, recorded.get(str(self.claim.run_id), 0))
+        self._set_version(row.version)
+        return row.status
+
+    def _finished(self, row: store.Written, t: Transition, params: dict[str, Any]) -> None:
+        self.event_seq = row.event_seq
+        _publish(
+            self.claim,
+            "step.finished",
+            seq=row.event_seq,
+            step=self.step,
+            step_seq=self.seq + 1,
+            attempt=self.attempt,
+            status=row.status,
+            next_step=t.next_step,
+            duration_ms=round(params["duration_ms"], 1),
+        )
 
     def _write_extras(self, ctx: StepContext, t: Transition, approval_id: uuid.UUID | None) -> None:
         from agents.services import messages_append
@@ -331,11 +360,20 @@ class _Driver:
         row = store.execute_fenced(store.FAILURE_SQL, params)
         if row is None:
             return None
-        self._set_version(row[1])
+        self._set_version(row.version)
+        self.event_seq = row.event_seq
         _publish(
-            self.claim, "step.failed", step=self.step, seq=self.seq + 1, status=row[0], error=error
+            self.claim,
+            "step.failed",
+            seq=row.event_seq,
+            step=self.step,
+            step_seq=self.seq + 1,
+            attempt=self.attempt,
+            status=row.status,
+            outcome=outcome,
+            error={"code": code, "message": error["message"]},
         )
-        return row[0]
+        return row.status
 
 
 def _check(agent: Agent, t: Transition) -> None:
@@ -351,7 +389,6 @@ def _enqueue_on_commit(tenant_id: str, run_id: Any, **options: Any) -> None:
     transaction.on_commit(lambda: enqueue_run(tenant_id=tenant_id, run_id=run_id, **options))
 
 
-def _publish(claim: store.Claim, kind: str, **data: Any) -> None:
-    from agents.progress import publish
-
-    publish(tenant_id=claim.tenant_id, run_id=claim.run_id, kind=kind, **data)
+def _publish(claim: store.Claim, kind: str, *, seq: int, **data: Any) -> None:
+    """Send an event the engine's SQL already stored as number `seq` (after commit)."""
+    progress.publish(tenant_id=claim.tenant_id, run_id=claim.run_id, kind=kind, seq=seq, **data)

@@ -1,6 +1,8 @@
 """The engine's SQL: claim a run, and persist a step's outcome in one transaction.
 
-Both are single statements sent in one round trip together with the tenant setting. In
+Both are single statements sent in one round trip together with the tenant setting. Each
+write also records its progress event (agents_runevent, numbered by agents_run.event_seq)
+in the same statement, so the event is durable exactly when the write is. In
 autocommit mode PostgreSQL runs such a multi-statement message as one implicit
 transaction, so a plain step costs one round trip and one commit. Every write is fenced:
 it matches only `version = <the version we claimed>` and `lease_owner = <us>`, so a worker
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection
 
@@ -29,6 +31,7 @@ WITH claimed AS (
         lease_expires_at = clock_timestamp() + make_interval(secs => %(lease)s),
         version = version + 1,
         attempts = attempts + 1,
+        event_seq = event_seq + 1,
         started_at = coalesce(started_at, clock_timestamp()),
         updated_at = clock_timestamp()
     WHERE id = %(run)s
@@ -38,12 +41,19 @@ WITH claimed AS (
         -- our own lease: this process resumes after losing its database connection
         OR (status = 'running' AND lease_owner = %(worker)s)
       )
-    RETURNING id, agent, agent_version, current_step, step_seq, version, attempts, input,
-              wake_payload, session_id, state_schema_version, cancel_requested
+    RETURNING id, tenant_id, agent, agent_version, current_step, step_seq, version, attempts,
+              input, wake_payload, session_id, state_schema_version, cancel_requested, event_seq
+), ev AS (
+    INSERT INTO agents_runevent (tenant_id, run_id, seq, kind, data, created_at)
+    SELECT tenant_id, id, event_seq, 'step.started',
+           jsonb_build_object('step', current_step, 'step_seq', step_seq + 1, 'attempt', attempts,
+                              'status', 'running'),
+           clock_timestamp()
+    FROM claimed
 )
 SELECT c.id, c.agent, c.agent_version, c.current_step, c.step_seq, c.version, c.attempts,
        c.input, c.wake_payload, c.session_id, c.state_schema_version, c.cancel_requested,
-       cp.state, cp.schema_version, cp.messages_upto
+       cp.state, cp.schema_version, cp.messages_upto, c.event_seq
 FROM claimed c
 LEFT JOIN agents_checkpoint cp ON cp.run_id = c.id AND cp.seq = c.step_seq
 """
@@ -67,6 +77,7 @@ class Claim:
     state_version: int
     messages_upto: int
     cancel_requested: bool = False
+    event_seq: int = 0  # number of the run's latest event (this claim's step.started)
 
 
 def _loads(value: Any) -> Any:
@@ -103,6 +114,7 @@ def claim(*, tenant_id: str, run_id: Any, worker: str, lease_seconds: float) -> 
         state,
         cp_version,
         upto,
+        event_seq,
     ) = row
     return Claim(
         run_id=rid,
@@ -120,6 +132,7 @@ def claim(*, tenant_id: str, run_id: Any, worker: str, lease_seconds: float) -> 
         state_version=cp_version if cp_version is not None else run_state_version,
         messages_upto=upto or 0,
         cancel_requested=cancel_requested,
+        event_seq=event_seq,
     )
 
 
@@ -141,11 +154,12 @@ WITH r AS (
         waiting_for = %(waiting_for)s,
         wake_payload = NULL,
         state_schema_version = %(schema_version)s,
+        event_seq = event_seq + 1,
         finished_at = CASE WHEN %(status)s IN ('succeeded', 'failed') OR cancel_requested
                       THEN clock_timestamp() END,
         updated_at = clock_timestamp()
     WHERE id = %(run)s AND version = %(version)s AND lease_owner = %(worker)s
-    RETURNING id, status, version
+    RETURNING id, status, version, event_seq
 ), cp AS (
     INSERT INTO agents_checkpoint
         (tenant_id, run_id, seq, step, next_step, state, schema_version, messages_upto,
@@ -160,8 +174,17 @@ WITH r AS (
     SELECT %(tenant)s, r.id, %(seq)s, %(attempt)s, %(step)s, %(worker)s, %(started_at)s,
            clock_timestamp(), 'succeeded', '', '', '', '', %(duration_ms)s
     FROM r
+), ev AS (
+    INSERT INTO agents_runevent (tenant_id, run_id, seq, kind, data, created_at)
+    SELECT %(tenant)s, r.id, r.event_seq, 'step.finished',
+           jsonb_build_object('step', %(step)s::text, 'step_seq', %(seq)s::int,
+                              'attempt', %(attempt)s::int, 'status', r.status,
+                              'next_step', %(next_step)s::text,
+                              'duration_ms', round(%(duration_ms)s::numeric, 1)),
+           clock_timestamp()
+    FROM r
 )
-SELECT status, version FROM r
+SELECT status, version, event_seq FROM r
 """
 
 FAILURE_SQL = """
@@ -174,9 +197,10 @@ WITH r AS (
         not_before = %(not_before)s,
         error = %(error)s::jsonb,
         finished_at = CASE WHEN %(status)s = 'failed' THEN clock_timestamp() END,
-        updated_at = clock_timestamp()
+        updated_at = clock_timestamp(),
+        event_seq = event_seq + 1
     WHERE id = %(run)s AND version = %(version)s AND lease_owner = %(worker)s
-    RETURNING id, status, version
+    RETURNING id, status, version, event_seq
 ), att AS (
     INSERT INTO agents_stepattempt
         (tenant_id, run_id, seq, attempt, step, worker, started_at, ended_at, outcome,
@@ -185,21 +209,46 @@ WITH r AS (
            clock_timestamp(), %(outcome)s, %(error_class)s, %(error_code)s, %(message)s,
            %(traceback)s, %(duration_ms)s
     FROM r
+), ev AS (
+    INSERT INTO agents_runevent (tenant_id, run_id, seq, kind, data, created_at)
+    SELECT %(tenant)s, r.id, r.event_seq, 'step.failed',
+           jsonb_build_object('step', %(step)s::text, 'step_seq', %(seq)s::int,
+                              'attempt', %(attempt)s::int, 'status', r.status,
+                              'outcome', %(outcome)s::text,
+                              'error', jsonb_build_object('code', %(error_code)s::text,
+                                                          'message', %(message)s::text)),
+           clock_timestamp()
+    FROM r
 )
-SELECT status, version FROM r
+SELECT status, version, event_seq FROM r
 """
 
 
 CANCEL_SQL = """
-UPDATE agents_run SET
-    status = 'cancelled', version = version + 1, lease_owner = '', lease_expires_at = NULL,
-    finished_at = clock_timestamp(), updated_at = clock_timestamp()
-WHERE id = %(run)s AND version = %(version)s AND lease_owner = %(worker)s
-RETURNING status, version
+WITH r AS (
+    UPDATE agents_run SET
+        status = 'cancelled', version = version + 1, lease_owner = '', lease_expires_at = NULL,
+        finished_at = clock_timestamp(), updated_at = clock_timestamp(),
+        event_seq = event_seq + 1
+    WHERE id = %(run)s AND version = %(version)s AND lease_owner = %(worker)s
+    RETURNING id, tenant_id, status, version, event_seq
+), ev AS (
+    INSERT INTO agents_runevent (tenant_id, run_id, seq, kind, data, created_at)
+    SELECT tenant_id, id, event_seq, 'run.status', jsonb_build_object('status', status),
+           clock_timestamp()
+    FROM r
+)
+SELECT status, version, event_seq FROM r
 """
 
 
-def execute_fenced(sql: str, params: dict) -> tuple[str, int] | None:
+class Written(NamedTuple):
+    status: str
+    version: int
+    event_seq: int  # the number of the event this write recorded (agents_runevent)
+
+
+def execute_fenced(sql: str, params: dict) -> Written | None:
     """Run a fenced write; None means another worker superseded us and nothing was written.
 
     Outside `transaction.atomic()` the statement is its own transaction; inside, it joins it.
@@ -208,7 +257,7 @@ def execute_fenced(sql: str, params: dict) -> tuple[str, int] | None:
         cursor.execute(_SET_TENANT + sql, params)
         cursor.nextset()
         row = cursor.fetchone()
-    return (row[0], row[1]) if row else None
+    return Written(row[0], row[1], row[2]) if row else None
 
 
 def dumps(value: Any) -> str | None:

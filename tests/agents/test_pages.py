@@ -391,20 +391,16 @@ def test_a_run_without_a_conversation_says_so(client_for, start_as):
     assert "No step has run yet." in html
 
 
-def test_an_unfinished_run_polls_and_the_poll_skips_unchanged_content(client_for, start_as):
+def test_an_unfinished_run_page_follows_the_websocket_and_does_not_poll(client_for, start_as):
     run = start_as("admin")
     client = client_for("admin")
     html = client.get(f"/runs/{run.pk}/").content.decode()
-    assert 'hx-trigger="every 1s"' in html
-    seen = re.search(r'"seen": "([0-9a-f]+)"', html).group(1)
+    assert "hx-trigger" not in html[html.index('class="live-root"') :]
+    assert 'ws-connect="/ws/live/"' in html
+    assert f'data-live="run" data-run="{run.pk}" data-seq="1"' in html  # run.queued is 1
     live = client.get(f"/runs/{run.pk}/", **HX)
     assert live.content.decode().lstrip().startswith('<div id="run-live"')
     assert "HX-Request" in live["Vary"]
-    assert client.get(f"/runs/{run.pk}/?seen={seen}", **HX).status_code == 204
-    step(run)
-    changed = client.get(f"/runs/{run.pk}/?seen={seen}", **HX)
-    assert changed.status_code == 200
-    assert "hx-trigger" not in changed.content.decode()  # succeeded: polling stops
 
 
 # --- approvals on the run page ---------------------------------------------------------------

@@ -1,0 +1,45 @@
+"""Who a websocket belongs to and what they may watch, checked with every subscription.
+
+A socket runs outside the HTTP middleware, so this does what `TenantMiddleware` does: read
+the session, pick the tenant it chose (or the first membership), and build the principal,
+each read inside a transaction with the row-level-security settings made for it.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import SESSION_KEY
+
+from tenants import context
+from tenants.middleware import SESSION_TENANT_KEY
+from tenants.models import Scope
+from tenants.principal import Principal
+from tenants.selectors import memberships_for_user
+
+
+class Refused(Exception):
+    """The socket's user may not see this (another tenant's run, another member's run...)."""
+
+
+def principal_for(user: Any, session_key: str | None) -> Principal | None:
+    """The principal of a still-valid session, as `TenantMiddleware` would pick it; or None.
+
+    The session is read again each time: logging out or switching tenant elsewhere counts.
+    """
+    if user is None or not user.is_authenticated or not session_key:
+        return None
+    session = import_module(settings.SESSION_ENGINE).SessionStore(session_key=session_key)
+    if str(session.get(SESSION_KEY, "")) != str(user.pk) or not user.is_active:
+        return None
+    with context.transaction_scope():
+        context.activate(tenant_id=None, user_id=user.pk)
+        memberships = memberships_for_user(user)
+    if not memberships:
+        return None
+    wanted = session.get(SESSION_TENANT_KEY)
+    chosen = next((m for m in memberships if str(m.tenant_id) == wanted), memberships[0])
+    principal = Principal.for_member(tenant=chosen.tenant, user=user, role=chosen.role)
+    return principal if principal.can(Scope.READ) else None

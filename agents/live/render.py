@@ -1,0 +1,314 @@
+"""What a subscription sends: the pages' own partials, rendered for the subscriber.
+
+Every function here is synchronous, reads inside the subscriber's tenant context, and
+returns websocket messages: HTML whose top-level elements htmx's ws extension swaps in by
+id. Sections are replaced whole (`hx-swap-oob="true"`); timeline entries, transcript
+messages, event-log lines and runs-list rows go into their list through an
+`hx-swap-oob="beforeend:#list"` wrapper, which static/js/live.js turns into an upsert (an
+element already on the page is replaced in place), so an update shown twice is harmless.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.http import Http404, QueryDict
+from django.template.loader import render_to_string
+from django.utils import timezone
+from django.utils.html import escape
+
+from agents import pages, selectors
+from agents.forms import RunFilterForm
+from agents.live.access import Refused
+from agents.models import FINISHED, Run, RunEvent
+from tenants.context import tenant_context
+from tenants.principal import Principal
+
+RUN = "agents/run_detail.html"
+RUNS = "agents/runs.html"
+CATCH_UP_LIMIT = 500  # events per message; a longer gap is sent in several
+DURABLE_FINISHED = {str(s) for s in FINISHED}
+
+
+@dataclass
+class RunView:
+    """What one socket's run page shows: the run as last rendered, and its last event."""
+
+    principal: Principal
+    run_id: str
+    after: int
+    run: Run | None = None
+
+
+@dataclass
+class _Ops:
+    """Updates of one message, one per element id, each at its first mention."""
+
+    items: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (list id, op)
+
+    def upsert(self, container: str, element_id: str) -> None:
+        self.items.setdefault(element_id, (container, "upsert"))
+
+    def delete(self, container: str, element_id: str) -> None:
+        self.items[element_id] = (self.items.get(element_id, (container, ""))[0], "delete")
+
+
+def _scoped(principal: Principal):
+    return tenant_context(principal.tenant.pk, user_id=getattr(principal.user, "pk", None))
+
+
+def _visible_run(principal: Principal, run_id: Any) -> Run:
+    try:
+        return selectors.runs_for(principal).select_related("created_by").get(pk=run_id)
+    except (Run.DoesNotExist, ValueError, TypeError, Http404):
+        raise Refused(f"run {run_id} is not visible to {principal.label}") from None
+
+
+# --- one run ---------------------------------------------------------------------------------
+
+
+def run_catch_up(view: RunView) -> list[str]:
+    """Messages bringing a page that shows events up to `view.after` to the present."""
+    with _scoped(view.principal):
+        # Events first, then the run and the rest: each statement sees the commits made
+        # before it, so what is rendered is at least as new as the last event it answers.
+        events = list(
+            RunEvent.objects.for_tenant(view.principal.tenant)
+            .filter(run_id=view.run_id, seq__gt=view.after)
+            .order_by("seq")[:CATCH_UP_LIMIT]
+        )
+        run = _visible_run(view.principal, view.run_id)  # nothing leaves if this refuses
+        view.run = run
+        if not events:
+            return []
+        # Every socket on this run at this point gets the same update: render it once.
+        key = (view.run_id, view.after, events[-1].seq, run.version, view.principal.scopes)
+        html = _cache.get(key)
+        if html is None:
+            html = _cache.put(key, _run_batch(view, run, events))
+    view.after = events[-1].seq
+    return [html + _seq_marker(run, view.after)]
+
+
+class _Renders:
+    """A few seconds of rendered updates, shared by the sockets of one process."""
+
+    def __init__(self, size: int = 256, ttl: float = 2.0) -> None:
+        self.size, self.ttl = size, ttl
+        self.items: OrderedDict[tuple, tuple[float, str]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple) -> str | None:
+        with self.lock:
+            found = self.items.get(key)
+        return found[1] if found and time.monotonic() - found[0] < self.ttl else None
+
+    def put(self, key: tuple, html: str) -> str:
+        with self.lock:
+            self.items[key] = (time.monotonic(), html)
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return html
+
+
+_cache = _Renders()
+
+
+def run_activity(view: RunView, event: dict[str, Any]) -> list[str]:
+    """The worker's live activity (an LLM call and its tokens) for the run as last rendered."""
+    run = view.run
+    if run is None or run.is_finished:
+        return []
+    context = {
+        "run": run,
+        "progress": pages.progress(run),
+        "activity": {"kind": event["kind"], "text": event.get("text", "")},
+    }
+    return [render_to_string(f"{RUN}#run-activity", context)]
+
+
+def _run_batch(view: RunView, run: Run, events: list[RunEvent]) -> str:
+    ops = _Ops()
+    sections: set[str] = set()
+    step_seqs: set[int] = set()
+    message_seqs: set[int] = set()
+    current = run.step_seq + 1
+    for event in events:
+        ops.upsert("run-events", f"event-{event.seq}")
+        data = event.data or {}
+        n = data.get("step_seq")
+        if event.kind == "step.started" and n:
+            ops.upsert("timeline", f"step-{n}")
+        elif event.kind == "step.failed" and n:
+            ops.upsert("timeline", f"step-{n}")
+            sections.update({"run-io", "run-ledger"})
+        elif event.kind == "step.finished" and n:
+            ops.upsert("timeline", f"step-{n}")
+            sections.update({"run-ledger", "run-state"})
+            if data.get("status") in DURABLE_FINISHED:
+                sections.add("run-io")  # the output, or the error
+            else:
+                ops.upsert("timeline", f"step-{n + 1}")
+        elif event.kind == "run.status" or event.kind.startswith("approval."):
+            ops.upsert("timeline", f"step-{current}")
+            sections.update({"run-io", "run-approvals"})
+        elif event.kind == "message.appended" and data.get("message_seq"):
+            ops.upsert("transcript", f"msg-{data['message_seq']}")
+    for element_id in ops.items:
+        if element_id.startswith("step-"):
+            step_seqs.add(int(element_id[5:]))
+        elif element_id.startswith("msg-"):
+            message_seqs.add(int(element_id[4:]))
+    context = {
+        **pages.summary_context(run),
+        "principal": view.principal,
+        "now": timezone.now(),
+        # Shared by every socket on the run, so no per-user CSRF input: forms on a live page
+        # submit through htmx, which sends the token as a header (<body hx-headers>).
+        "live": True,
+    }
+    rendered: dict[str, str] = {}
+    entries = {s.seq: s for s in pages.steps(run, only=step_seqs)} if step_seqs else {}
+    for seq in step_seqs:
+        if seq in entries:
+            rendered[f"step-{seq}"] = render_to_string(
+                f"{RUN}#step", {**context, "s": entries[seq]}
+            )
+        else:  # no longer on the page (cancelled before it ran): remove it if it is there
+            ops.delete("timeline", f"step-{seq}")
+    if message_seqs and run.session_id:
+        for m in pages.messages(run, seqs=message_seqs):
+            rendered[f"msg-{m.seq}"] = render_to_string(f"{RUN}#message", {**context, "m": m})
+    for event in events:
+        rendered[f"event-{event.seq}"] = render_to_string(f"{RUN}#event", {"e": event})
+    parts = _list_updates(ops, rendered)
+    parts += _sections(run, sections, context)
+    return "\n".join(parts) + "\n"
+
+
+def _list_updates(ops: _Ops, rendered: dict[str, str]) -> list[str]:
+    """Consecutive updates of the same list share one wrapper."""
+    groups: list[tuple[str, list[str]]] = []
+    for element_id, (container, op) in ops.items.items():
+        if op == "delete":
+            html = f'<template id="{escape(element_id)}" data-live-delete></template>'
+        elif element_id in rendered:
+            html = rendered[element_id]
+        else:
+            continue  # e.g. a message of another session: nothing to show
+        if not groups or groups[-1][0] != container:
+            groups.append((container, []))
+        groups[-1][1].append(html)
+    return [
+        f'<div hx-swap-oob="beforeend:#{container}">{"".join(items)}</div>'
+        for container, items in groups
+    ]
+
+
+def _sections(run: Run, names: set[str], context: dict[str, Any]) -> list[str]:
+    parts: list[str] = [render_to_string(f"{RUN}#run-summary", context)]
+    if "run-io" in names:
+        parts.append(render_to_string(f"{RUN}#run-io", {**context, **pages.io_context(run)}))
+    if "run-state" in names:
+        state = pages.latest_state(run)
+        parts.append(render_to_string(f"{RUN}#run-state", {**context, "state": state}))
+    if "run-ledger" in names:
+        calls = pages.tool_calls(run)
+        parts.append(render_to_string(f"{RUN}#run-ledger", {**context, "tool_calls": calls}))
+    if "run-approvals" in names:
+        approvals = pages.approvals(run)
+        parts.append(render_to_string(f"{RUN}#run-approvals", {**context, "approvals": approvals}))
+    return parts
+
+
+def _seq_marker(run: Run, seq: int) -> str:
+    """Per socket, never shared: it carries the server's clock for the page's timers."""
+    run.event_seq = seq  # the page shows events up to here, even if the row has moved on
+    return render_to_string(f"{RUN}#run-seq", {"run": run, "now": timezone.now()})
+
+
+# --- the runs list ---------------------------------------------------------------------------
+
+
+@dataclass
+class RunsView:
+    """One socket's runs list: its filter and the rows it shows."""
+
+    principal: Principal
+    filter: str
+    shown: set[str] = field(default_factory=set)
+
+    def form(self) -> RunFilterForm:
+        return RunFilterForm(QueryDict(self.filter))
+
+
+def runs_snapshot(view: RunsView) -> list[str]:
+    """The table and the counts as they are now (on subscribe, and after a reconnect)."""
+    with _scoped(view.principal):
+        table, _ = pages.runs_table(view.principal, view.form())
+        counts = pages.status_counts(view.principal)
+    view.shown = {str(run.pk) for run in table["runs"]}
+    context = {"principal": view.principal}
+    return [
+        render_to_string(f"{RUNS}#runs-table", {**context, **table}),
+        render_to_string(f"{RUNS}#run-counts", {**context, "counts": counts}),
+    ]
+
+
+def runs_update(view: RunsView, event: dict[str, Any]) -> list[str]:
+    """The run's row (if the list shows it, or it is new and fits the filter) and the counts."""
+    run_id = str(event.get("run_id") or "")
+    with _scoped(view.principal):
+        run = selectors.runs_for(view.principal).select_related("created_by").filter(pk=run_id)
+        found = run.first()
+        if found is None:
+            return []  # another member's run: nothing at all
+        messages: list[str] = []
+        fits = event.get("kind") == "run.queued" and pages.run_matches(found, view.form())
+        if run_id in view.shown or fits:
+            view.shown.add(run_id)
+            row = render_to_string(f"{RUNS}#run-row", {"run": found})
+            messages.append(f'<tbody hx-swap-oob="afterbegin:#runs-tbody">{row}</tbody>')
+        counts = pages.status_counts(view.principal)
+    context = {"counts": counts, "principal": view.principal}
+    messages.append(render_to_string(f"{RUNS}#run-counts", context))
+    return messages
+
+
+# --- tenant feeds (the approvals inbox and its badge) ----------------------------------------
+
+Feed = Callable[[Principal, dict[str, Any] | None], list[str]]
+FEEDS: dict[str, Feed] = {}
+
+
+def register_feed(kind: str, render: Feed) -> Feed:
+    """Let another app render a tenant feed: `render(principal, event)` returns messages;
+    `event` is None on subscribe and after a reconnect (send the current state then)."""
+    FEEDS[kind] = render
+    return render
+
+
+def approvals_badge(principal: Principal, event: dict[str, Any] | None) -> list[str]:
+    """The default approvals feed: `<span id="approvals-badge">` with the pending count."""
+    from approvals.models import ApprovalRequest, ApprovalStatus
+
+    with _scoped(principal):
+        visible_runs = selectors.runs_for(principal).values("pk")
+        hidden = event and principal.sees_only_own and not visible_runs.filter(pk=event["run_id"])
+        if hidden:
+            return []  # another member's approval: not even that something happened
+        pending = ApprovalRequest.objects.for_tenant(principal.tenant).filter(
+            status=ApprovalStatus.PENDING
+        )
+        if principal.sees_only_own:
+            pending = pending.filter(run__in=visible_runs)
+        count = pending.count()
+    return [render_to_string("agents/live/approvals_badge.html", {"pending": count})]
+
+
+register_feed("approvals", approvals_badge)

@@ -1,0 +1,91 @@
+"""Filters of the run pages: durations, epoch timestamps for the live clocks, event labels."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    """12.3 s, 4 min 05 s, 2 h 03 min."""
+    if seconds is None:
+        return "—"
+    seconds = max(0.0, float(seconds))
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, rest = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+@register.filter
+def ms_duration(ms: float | None) -> str:
+    """0.4 ms, 47 ms, then as `duration`."""
+    if ms is None:
+        return "—"
+    if ms < 10:
+        return f"{ms:.1f} ms"
+    return f"{ms:.0f} ms" if ms < 1000 else duration(ms / 1000)
+
+
+@register.filter
+def epoch(when: dt.datetime | None) -> str:
+    """Seconds since the epoch, for the page's live clocks (data-since)."""
+    return "" if when is None else f"{when.timestamp():.3f}"
+
+
+@register.filter
+def seconds_until(since: dt.datetime | None, now: dt.datetime | None) -> float | None:
+    return None if since is None or now is None else (now - since).total_seconds()
+
+
+def _step(data: dict[str, Any]) -> str:
+    return f"step {data.get('step_seq', '?')} {data.get('step', '')}".rstrip()
+
+
+@register.filter
+def event_label(event: Any) -> str:
+    """One line for the run page's event log."""
+    data: dict[str, Any] = event.data or {}
+    kind = event.kind
+    if kind == "run.queued":
+        return "Run queued"
+    if kind == "step.started":
+        return f"Worker started {_step(data)} (attempt {data.get('attempt', 1)})"
+    if kind == "step.finished":
+        took = ms_duration(data.get("duration_ms"))
+        after = {
+            "running": f"next: {data.get('next_step')}",
+            "queued": f"next: {data.get('next_step')} (queued)",
+            "waiting_approval": "waiting for approval",
+            "waiting_timer": "sleeping",
+            "waiting_event": "waiting for an event",
+        }.get(data.get("status", ""), data.get("status", ""))
+        return f"Finished {_step(data)} in {took}; {after}"
+    if kind == "step.failed":
+        error = (data.get("error") or {}).get("code", "error")
+        then = "will retry" if data.get("outcome") == "retrying" else "run failed"
+        return f"Attempt {data.get('attempt', '?')} at {_step(data)} failed ({error}); {then}"
+    if kind == "run.status":
+        return f"Status changed to {data.get('status', '?').replace('_', ' ')}"
+    if kind == "approval.requested":
+        status = data.get("status")
+        return "Approval requested" + (f" ({status})" if status and status != "pending" else "")
+    if kind == "approval.decided":
+        return f"Approval {data.get('status', 'decided')}"
+    if kind == "approval.escalated":
+        return "Approval escalated to the tenant's admins"
+    if kind == "message.appended":
+        return f"Message {data.get('message_seq', '')} from the {data.get('role', '?')}"
+    if kind == "memory.written":
+        return "Memory written"
+    return kind

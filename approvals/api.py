@@ -1,0 +1,93 @@
+"""REST endpoints for integrations (a chat-ops bot, say): list, get and decide approvals.
+
+Lookups go through `selectors.request_for` (404 outside the tenant, and for members outside
+their own runs); the decision is `approval_decide`, with `Idempotency-Key` as on every POST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agents.api import AgentsAPIView
+from agents.idempotency import idempotent
+from agents.serializers import DecisionSerializer, ErrorSerializer
+from approvals import selectors
+from approvals import serializers as s
+from approvals.services import approval_decide
+from tenants.models import Scope
+
+TAGS = ["approvals"]
+
+
+def _errors(*codes: int) -> dict[int, OpenApiResponse]:
+    return {code: OpenApiResponse(ErrorSerializer) for code in codes}
+
+
+class ApprovalListView(AgentsAPIView):
+    @extend_schema(
+        operation_id="approvals_list",
+        tags=TAGS,
+        parameters=[s.ApprovalListQuerySerializer],
+        responses={200: s.ApprovalPageSerializer, **_errors(400)},
+    )
+    def get(self, request: Request) -> Response:
+        """Approval requests: pending by deadline, or decided newest first; keyset pages."""
+        query = s.ApprovalListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q: dict[str, Any] = dict(query.validated_data)
+        page = selectors.inbox_page(
+            request.principal,
+            status=q["status"],
+            action=q["action"],
+            mine=q["mine"],
+            after=q.get("after"),
+            limit=q["limit"],
+        )
+        body = {"results": page.rows, "next": page.next.encode() if page.next else None}
+        return Response(s.ApprovalPageSerializer(body).data)
+
+
+class ApprovalDetailView(AgentsAPIView):
+    @extend_schema(
+        operation_id="approvals_retrieve",
+        tags=TAGS,
+        responses={200: s.ApprovalSerializer, **_errors(404)},
+    )
+    def get(self, request: Request, request_id: Any) -> Response:
+        """One approval request: the proposed action, its rules, and its decision if any."""
+        approval = selectors.request_for(request.principal, request_id)
+        return Response(s.ApprovalSerializer(approval).data)
+
+
+class ApprovalDecisionView(AgentsAPIView):
+    write_scope = Scope.APPROVE
+
+    @extend_schema(
+        operation_id="approvals_decision_create",
+        tags=TAGS,
+        request=DecisionSerializer,
+        responses={
+            200: s.ApprovalDecisionResultSerializer,
+            **_errors(400, 403, 404, 409, 413, 422),
+        },
+    )
+    @idempotent
+    def post(self, request: Request, request_id: Any) -> Response:
+        """Approve (optionally with edited arguments) or reject, once; 409 names the winner."""
+        approval = selectors.request_for(request.principal, request_id)
+        data = DecisionSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        approval = approval_decide(
+            principal=request.principal,
+            request=approval,
+            approve=data.validated_data["approve"],
+            comment=data.validated_data["comment"],
+            edited_arguments=data.validated_data["arguments"],
+        )
+        approval.run.refresh_from_db()
+        body = {"approval": approval, "run": approval.run}
+        return Response(s.ApprovalDecisionResultSerializer(body).data)
