@@ -4,7 +4,7 @@ The browser sends JSON; the server answers with HTML partials (see agents/live/r
 
     {"type": "subscribe", "kind": "run", "run": "<uuid>", "after": 17}
     {"type": "subscribe", "kind": "runs", "filter": "status=running&agent=refund_desk"}
-    {"type": "subscribe", "kind": "approvals"}
+    {"type": "subscribe", "kind": "approvals", "filter": "status=pending"}   (filter optional)
     {"type": "unsubscribe", "kind": "run", "run": "<uuid>"}   (or "runs" / "approvals")
 
 A socket without a logged-in session is closed with 4401, one whose user belongs to no
@@ -46,7 +46,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         # Accept first so that the close code reaches the browser (a refused handshake is 1006).
         await self.accept()
         self.runs: dict[str, render.RunView] = {}
-        self.feeds: dict[str, Any] = {}  # "runs" -> RunsView, "approvals" -> Principal
+        self.feeds: dict[str, Any] = {}  # "runs" -> RunsView, "approvals" -> FeedView
         self.groups_joined: set[str] = set()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -106,9 +106,10 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
     async def _subscribe_approvals(self, principal: Any, message: dict[str, Any]) -> None:
         await self._join(tenant_group(principal.tenant.pk))
-        self.feeds["approvals"] = principal
-        feed = render.FEEDS["approvals"]
-        await self._send_all(await database_sync_to_async(feed)(principal, None))
+        view = render.FeedView(principal=principal, page=message.get("filter"))
+        self.feeds["approvals"] = view
+        feed = database_sync_to_async(render.feed_messages)
+        await self._send_all(await feed("approvals", view, None))
 
     async def _unsubscribe(self, message: dict[str, Any]) -> None:
         if message["kind"] == "run":
@@ -133,9 +134,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
             if kind == "runs":
                 update = database_sync_to_async(render.runs_update)
                 await self._send_all(await update(feed, event))
-            elif str(event.get("kind", "")).startswith("approval."):
-                render_feed = database_sync_to_async(render.FEEDS[kind])
-                await self._send_all(await render_feed(feed, event))
+            else:  # the feed answers [] for what its page does not show
+                render_feed = database_sync_to_async(render.feed_messages)
+                await self._send_all(await render_feed(kind, feed, event))
 
     async def _run_event(self, view: render.RunView, event: dict[str, Any]) -> None:
         if event.get("kind") in LIVE_KINDS:
@@ -215,7 +216,7 @@ def _parse(text_data: str | None, bytes_data: bytes | None) -> dict[str, Any]:
         if isinstance(after, bool) or not isinstance(after, int) or after < 0:
             raise Malformed("after is not a number of an event")
         parsed["after"] = after
-    elif kind == "runs":
+    elif kind == "runs" or (kind == "approvals" and "filter" in message):
         query = message.get("filter", "")
         if not isinstance(query, str) or len(query) > 500:
             raise Malformed("filter is not a query string")

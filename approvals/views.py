@@ -1,13 +1,11 @@
 """Console pages of the approvals app: the inbox, one request, deciding it, the nav badge.
 
-Until live progress over websockets lands (issue 5), the inbox list, the request page and the
-badge poll with htmx; each poll sends a digest of what it shows and gets 204 when nothing
-changed, so nothing is swapped (and a comment being typed survives).
+Nothing polls: the inbox list, the request page and the nav badge are pushed again over the
+live websocket by the approvals feed (approvals/live.py), which renders these same partials.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
 import uuid
@@ -54,21 +52,15 @@ def _vary(response: HttpResponse) -> HttpResponse:
     return response
 
 
-def _digest(parts: list[Any]) -> str:
-    return hashlib.sha256(repr(parts).encode()).hexdigest()[:20]
-
-
 # --- the inbox -------------------------------------------------------------------------------
 
 
 @require_GET
 @require_scope(Scope.READ)
 def inbox(request: HttpRequest) -> HttpResponse:
-    """Pending requests by deadline (filters, keyset pages); the list polls until websockets."""
-    context, status = _inbox_list(request.principal, InboxFilterForm(request.GET))  # type: ignore[attr-defined]
+    """Pending requests by deadline (filters, keyset pages), kept live over the socket."""
+    context, status = inbox_list_context(request.principal, InboxFilterForm(request.GET))  # type: ignore[attr-defined]
     if _partial(request):
-        if status == 200 and request.GET.get("seen") == context["digest"]:
-            return _vary(HttpResponse(status=204))
         return _vary(render(request, f"{INBOX}#inbox-list", context, status=status))
     context["actions"] = [name for name, _ in action_choices()]
     if context["can_approve"]:
@@ -76,7 +68,9 @@ def inbox(request: HttpRequest) -> HttpResponse:
     return _vary(render(request, INBOX, context, status=status))
 
 
-def _inbox_list(principal: Principal, filters: InboxFilterForm) -> tuple[dict[str, Any], int]:
+def inbox_list_context(
+    principal: Principal, filters: InboxFilterForm
+) -> tuple[dict[str, Any], int]:
     counts = selectors.inbox_counts(principal)
     if not filters.is_valid():
         context = {"filters": filters, "rows": [], "invalid": True, "counts": counts}
@@ -103,12 +97,9 @@ def _inbox_list(principal: Principal, filters: InboxFilterForm) -> tuple[dict[st
         "pending_view": data["status"] == ApprovalStatus.PENDING,
         "next_url": "?" + urlencode({**keep, "after": page.next.encode()}) if page.next else None,
         "first_url": ("?" + urlencode(keep)) if data["after"] else None,
-        "poll_url": "?" + urlencode(here),
+        "live_filter": urlencode(here),
         "can_approve": principal.can(Scope.APPROVE),
     }
-    context["digest"] = _digest(
-        [sorted(counts.items()), [(r.pk, r.status, r.version) for r in page.rows]]
-    )
     return context, 200
 
 
@@ -167,10 +158,8 @@ class Draft:
 def detail(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
     """The request: proposed action and arguments, reason, transcript, decision, audit."""
     approval = get_request_for_member(request, request_id)
-    context = _detail_context(request.principal, approval)  # type: ignore[attr-defined]
+    context = detail_context(request.principal, approval)  # type: ignore[attr-defined]
     if _partial(request):
-        if request.GET.get("seen") == context["digest"]:
-            return _vary(HttpResponse(status=204))
         return _vary(render(request, f"{DETAIL}#approval-live", context))
     return _vary(render(request, DETAIL, context))
 
@@ -186,11 +175,11 @@ def decide(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
     if status == 200 and not request.htmx:  # type: ignore[attr-defined]
         messages.success(request, f"{approval.get_status_display()}: the run resumes.")
         return redirect("approval_detail", request_id=approval.pk)
-    context = _detail_context(principal, approval, draft=draft)
+    context = detail_context(principal, approval, draft=draft)
     template = f"{DETAIL}#approval-live" if _partial(request) else DETAIL
     response = render(request, template, context, status=status)
     if status == 200:
-        response["HX-Trigger"] = "approvals-changed"  # the nav badge refreshes at once
+        response["HX-Trigger"] = "approvals-changed"  # for scripts; the live feed sends the badge
     return response
 
 
@@ -231,7 +220,7 @@ def _decide(principal: Principal, approval: ApprovalRequest, data: Any) -> tuple
     return Draft(), 200
 
 
-def _detail_context(
+def detail_context(
     principal: Principal, approval: ApprovalRequest, *, draft: Draft | None = None
 ) -> dict[str, Any]:
     """Everything the request page shows, read in one go."""
@@ -268,19 +257,8 @@ def _detail_context(
         "transcript": messages_,
         "audit": audit,
         "draft": draft,
-        "keep_polling": approval.is_pending or not run.is_finished,
         "uid": secrets.token_hex(3),
     }
-    context["digest"] = _digest(
-        [
-            approval.status,
-            approval.version,
-            run.status,
-            run.version,
-            [m.pk for m in messages_],
-            [e.pk for e in audit],
-        ]
-    )
     return context
 
 

@@ -282,21 +282,41 @@ def runs_update(view: RunsView, event: dict[str, Any]) -> list[str]:
 
 # --- tenant feeds (the approvals inbox and its badge) ----------------------------------------
 
-Feed = Callable[[Principal, dict[str, Any] | None], list[str]]
+Feed = Callable[..., list[str]]
 FEEDS: dict[str, Feed] = {}
 
 
+@dataclass
+class FeedView:
+    """One socket's tenant feed: who subscribed, and what the page shows (`data-filter` of
+    the subscribing element: a query string, or None when the page names nothing)."""
+
+    principal: Principal
+    page: str | None = None
+
+
 def register_feed(kind: str, render: Feed) -> Feed:
-    """Let another app render a tenant feed: `render(principal, event)` returns messages;
-    `event` is None on subscribe and after a reconnect (send the current state then)."""
+    """Let another app render a tenant feed: `render(principal, event, page)` returns
+    messages; `event` is None on subscribe and after a reconnect (send the current state
+    then), `page` is what the subscribing element names (`data-filter`), or None. It is
+    asked about every committed event of the tenant (runs' status changes too): return []
+    for what the page does not show."""
     FEEDS[kind] = render
     return render
 
 
-def approvals_badge(principal: Principal, event: dict[str, Any] | None) -> list[str]:
+def feed_messages(kind: str, view: FeedView, event: dict[str, Any] | None) -> list[str]:
+    return FEEDS[kind](view.principal, event, view.page)
+
+
+def approvals_badge(
+    principal: Principal, event: dict[str, Any] | None, page: str | None = None
+) -> list[str]:
     """The default approvals feed: `<span id="approvals-badge">` with the pending count."""
     from approvals.models import ApprovalRequest, ApprovalStatus
 
+    if event and not str(event.get("kind", "")).startswith("approval."):
+        return []
     with _scoped(principal):
         visible_runs = selectors.runs_for(principal).values("pk")
         hidden = event and principal.sees_only_own and not visible_runs.filter(pk=event["run_id"])

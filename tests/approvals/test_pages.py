@@ -216,18 +216,15 @@ def test_a_bad_filter_is_a_400_with_a_way_back(client_for, members, query):
     assert "Show the pending requests" in response.content.decode()
 
 
-def test_the_inbox_list_polls_and_the_poll_skips_unchanged_content(client_for, members):
+def test_the_inbox_list_subscribes_to_the_live_feed_instead_of_polling(client_for, members):
     request = make_request(members["member"])
     client = client_for("manager")
-    page = client.get("/approvals/").content.decode()
-    assert 'hx-trigger="every 5s"' in page
-    seen = re.search(r'"seen": "([0-9a-f]+)"', page.split('id="inbox-list"')[1]).group(1)
-    poll = client.get(f"/approvals/?seen={seen}", **HX)
-    assert poll.status_code == 204 and "HX-Request" in poll["Vary"]
-    make_request(members["member"])  # a request arrives
-    changed = client.get(f"/approvals/?seen={seen}", **HX)
-    assert changed.status_code == 200
-    html = changed.content.decode()
+    page = client.get("/approvals/?action=issue_refund").content.decode()
+    assert "every " not in page and 'ws-connect="/ws/live/"' in page
+    assert 'data-live="approvals" data-filter="action=issue_refund"' in page
+    fragment = client.get("/approvals/", **HX)
+    assert fragment.status_code == 200 and "HX-Request" in fragment["Vary"]
+    html = fragment.content.decode()
     assert html.lstrip().startswith('<div id="inbox-list"') and str(request.pk) in html
     assert "<html" not in html
 
@@ -268,15 +265,14 @@ def test_the_request_page_says_why_someone_may_not_decide(client_for, members):
     assert ">Approve</button>" not in page
 
 
-def test_the_request_page_polls_and_answers_204_while_nothing_changed(client_for, pending):
+def test_the_request_page_subscribes_to_its_request_instead_of_polling(client_for, pending):
     run, request = pending
     client = client_for("manager")
     page = client.get(f"/approvals/{request.pk}/").content.decode()
-    seen = re.search(r'"seen": "([0-9a-f]+)"', page.split('id="approval-live"')[1]).group(1)
-    url = f"/approvals/{request.pk}/?seen={seen}"
-    assert client.get(url, **HX).status_code == 204
+    assert "every " not in page and 'ws-connect="/ws/live/"' in page
+    assert f'data-live="approvals" data-filter="request={request.pk}"' in page
     client_for("admin").post(f"/approvals/{request.pk}/decide/", {"decision": "approve"})
-    swapped = client.get(url, **HX)
+    swapped = client.get(f"/approvals/{request.pk}/", **HX)
     assert swapped.status_code == 200
     assert swapped.content.decode().lstrip().startswith('<div id="approval-live"')
     assert "Approved by <strong>" in text(swapped)

@@ -170,32 +170,89 @@ def test_the_runs_feed_of_another_tenant_hears_nothing(cookies, outsider, alice,
 # --- the approvals feed ----------------------------------------------------------------------
 
 
-def test_the_approvals_feed_counts_what_each_person_may_see(
+async def drain(ws: Socket) -> str:
+    """Everything the socket has been sent until it goes quiet."""
+    seen = []
+    while not await ws.nothing(0.5):
+        seen.append(await ws.receive())
+    return "".join(seen)
+
+
+def badge_of(html: str) -> str | None:
+    found = re.search(r'<span id="approvals-badge"[^>]*>(\d*)', html)
+    return found and found.group(1)
+
+
+def test_the_approvals_feed_sends_the_inbox_and_badge_to_whom_the_pages_would_show_them(
     cookies, alice, bob, members, outsider, start_run
 ):
+    """A request arrives: the managers' inboxes and badges change; a viewer's badge (they have
+    none), another member's inbox and another tenant's inbox hear nothing. Then an admin
+    decides it and the inbox and the request's page show that, without asking."""
+    from django.test import Client
+
     refund = "Please refund $400 for order A-1001, I was charged twice"
+    admin = Client()
+    admin.force_login(members[Role.ADMIN].user)
 
     async def scenario():
         sockets = {
-            "manager": Socket(cookies[members[Role.MANAGER]]),
-            "viewer": Socket(cookies[members[Role.VIEWER]]),
-            "alice": Socket(cookies[alice]),
-            "bob": Socket(cookies[bob]),
-            "outsider": Socket(cookies[outsider]),
+            "manager inbox": (Socket(cookies[members[Role.MANAGER]]), {"filter": ""}),
+            "manager badge": (Socket(cookies[members[Role.MANAGER]]), {}),
+            "viewer badge": (Socket(cookies[members[Role.VIEWER]]), {}),
+            "alice inbox": (Socket(cookies[alice]), {"filter": ""}),
+            "bob inbox": (Socket(cookies[bob]), {"filter": ""}),
+            "outsider inbox": (Socket(cookies[outsider]), {"filter": ""}),
         }
-        for ws in sockets.values():
-            await ws.__aenter__()
-            await ws.subscribe("approvals")
-            assert 'data-pending="0"' in await ws.receive()
+        ws = {who: socket for who, (socket, _) in sockets.items()}
+        for socket, fields in sockets.values():
+            await socket.__aenter__()
+            await socket.subscribe("approvals", **fields)
+        first = {who: await drain(socket) for who, socket in ws.items()}
+        assert (
+            badge_of(first["manager inbox"]) == ""
+            and "Nothing is waiting" in first["manager inbox"]
+        )
+        assert 'id="inbox-list"' not in first["manager badge"]
+        assert badge_of(first["viewer badge"]) == ""  # they have no badge: it stays empty
+        assert (
+            'id="inbox-list"' in first["bob inbox"] and "approvals-badge" not in first["bob inbox"]
+        )
+
         run = await database_sync_to_async(start_run)(alice, refund)
         await step(run)  # lookup, decide: waits for a manager's approval
         assert (await database_sync_to_async(reload)(run)).status == "waiting_approval"
-        for who in ("manager", "viewer", "alice"):
-            assert 'data-pending="1"' in await sockets[who].receive(), who
-        for who in ("bob", "outsider"):
-            assert await sockets[who].nothing(), who
-        for ws in sockets.values():
-            await ws.__aexit__()
+        requested = {who: await drain(socket) for who, socket in ws.items()}
+        inbox = requested["manager inbox"]
+        assert 'id="inbox-list"' in inbox and "issue_refund" in inbox and "400" in inbox
+        assert "You may decide" in inbox and badge_of(inbox) == "1"
+        assert badge_of(requested["manager badge"]) == "1"
+        assert 'id="inbox-list"' not in requested["manager badge"]
+        mine = requested["alice inbox"]  # her own run: her list changes, she has no badge
+        assert "issue_refund" in mine and "approvals-badge" not in mine
+        for who in ("viewer badge", "bob inbox", "outsider inbox"):
+            assert requested[who] == "", who
+
+        request_id = re.search(r'href="/approvals/([0-9a-f-]{36})/"', inbox).group(1)
+        page = Socket(cookies[members[Role.MANAGER]])
+        await page.__aenter__()
+        await page.subscribe("approvals", filter=f"request={request_id}")
+        shown = await drain(page)
+        assert 'id="approval-live"' in shown and "Approve</button>" in shown
+        assert 'id="inbox-list"' not in shown and badge_of(shown) == "1"  # and the nav badge
+
+        url = f"/approvals/{request_id}/decide/"
+        decided = await database_sync_to_async(admin.post)(url, {"decision": "approve"})
+        assert decided.status_code == 302
+        inbox = await drain(ws["manager inbox"])
+        assert "Nothing is waiting" in inbox and badge_of(inbox) == ""
+        detail = await drain(page)
+        assert "Approved by <strong>" in detail and "Approve</button>" not in detail
+        assert badge_of(detail) == ""
+        for who in ("viewer badge", "bob inbox", "outsider inbox"):
+            assert await ws[who].nothing(), who
+        for socket in [*ws.values(), page]:
+            await socket.__aexit__()
 
     run_async(scenario)
 
