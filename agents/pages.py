@@ -178,6 +178,20 @@ def io_context(run: Run) -> dict[str, Any]:
     }
 
 
+def audit_trail(run: Run, approvals: list) -> list:
+    """Audit events about the run and its approval requests (requests, decisions, edits,
+    expiries, escalations), oldest first."""
+    from django.db.models import Q
+
+    from tenants.models import AuditEvent
+
+    about = Q(target_type="agents.run", target_id=str(run.pk))
+    if approvals:
+        ids = [str(a.pk) for a in approvals]
+        about |= Q(target_type="approvals.approvalrequest", target_id__in=ids)
+    return list(AuditEvent.objects.for_tenant(run.tenant_id).filter(about).order_by("id")[:200])
+
+
 def summary_context(run: Run) -> dict[str, Any]:
     return {"run": run, "progress": progress(run), "error_detail": error_detail(run.error)}
 
@@ -190,12 +204,14 @@ def run_context(
 ) -> dict[str, Any]:
     """Everything the run page shows. `run` is read before the rest, so what the page shows
     is at least as new as `run.event_seq`, the number the live updates continue from."""
+    run_approvals = approvals(run, approval_errors)
     return {
         **summary_context(run),
         **io_context(run),
         "steps": steps(run),
         "tool_calls": tool_calls(run),
-        "approvals": approvals(run, approval_errors),
+        "approvals": run_approvals,
+        "audit": audit_trail(run, run_approvals),
         "transcript": messages(run),
         "state": latest_state(run),
         "events": events(run),

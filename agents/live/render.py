@@ -222,7 +222,12 @@ def _sections(run: Run, names: set[str], context: dict[str, Any]) -> list[str]:
         parts.append(render_to_string(f"{RUN}#run-ledger", {**context, "tool_calls": calls}))
     if "run-approvals" in names:
         approvals = pages.approvals(run)
-        parts.append(render_to_string(f"{RUN}#run-approvals", {**context, "approvals": approvals}))
+        audit = pages.audit_trail(run, approvals)
+        parts.append(
+            render_to_string(
+                f"{RUN}#run-approvals", {**context, "approvals": approvals, "audit": audit}
+            )
+        )
     return parts
 
 
