@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import Q, QuerySet
@@ -23,9 +22,7 @@ from rest_framework.views import APIView
 from agents import errors, selectors, services
 from agents import serializers as s
 from agents.definitions import all_agents
-from agents.errors import ToolFailed
 from agents.idempotency import idempotent
-from agents.tools import get_tool
 from approvals.services import approval_decide
 from tenants.errors import PermissionDenied
 from tenants.models import Role, Scope
@@ -277,21 +274,6 @@ class RunEventView(AgentsAPIView):
         return Response(s.RunSerializer(run).data)
 
 
-def _check_arguments(action: str, arguments: dict[str, Any]) -> None:
-    """Edited arguments must satisfy the JSON schema of the tool the request is about."""
-    try:
-        schema = get_tool(action).parameters
-    except ToolFailed:
-        schema = {"type": "object"}
-    validator = jsonschema.Draft202012Validator(schema)
-    problems: dict[str, list[str]] = {}
-    for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.path)):
-        where = ".".join(str(part) for part in error.path) or "non_field_errors"
-        problems.setdefault(where, []).append(error.message)
-    if problems:
-        raise serializers.ValidationError({"arguments": problems})
-
-
 class RunDecisionView(AgentsAPIView):
     write_scope = Scope.APPROVE
 
@@ -313,8 +295,6 @@ class RunDecisionView(AgentsAPIView):
                 f"The run is not waiting for approval (its status is {run.status}).",
                 detail={"status": run.status},
             )
-        if data["arguments"] is not None:
-            _check_arguments(approval.action, data["arguments"])
         approval = approval_decide(
             principal=principal,
             request=approval,
