@@ -99,6 +99,8 @@ class Run(TenantOwned):
     """One execution of an agent. `version` is the fencing token every write checks."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # The indexes below all start with the tenant; a separate one would only slow writes.
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
     session = models.ForeignKey(
         AgentSession, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
     )
@@ -132,10 +134,22 @@ class Run(TenantOwned):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # An admin marked a stuck or failed run as dealt with (the admin console hides it from
+    # the stuck list); cleared when the run changes status again.
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    resolution_note = models.TextField(blank=True)
 
     class Meta:
         indexes = [
-            models.Index(fields=["tenant", "-created_at"], name="run_tenant_recent"),
+            # Keyset pagination: ORDER BY created_at DESC, id DESC within a tenant.
+            models.Index(fields=["tenant", "-created_at", "-id"], name="run_tenant_recent"),
             models.Index(fields=["tenant", "status", "-created_at"], name="run_tenant_status"),
             models.Index(
                 fields=["status", "lease_expires_at"],
@@ -161,7 +175,14 @@ class Checkpoint(TenantOwned):
     """State after a step. Append-only; the transcript stays in Message rows."""
 
     id = models.BigAutoField(primary_key=True)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    # Written once per step: (run, seq) is the only index; the tenant is the run's (RLS
+    # checks it on insert), so no tenant index or foreign-key trigger on the hot path.
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="checkpoints", db_index=False
+    )
     seq = models.PositiveIntegerField()
     step = models.CharField(max_length=100)  # the step that produced this state
     next_step = models.CharField(max_length=100, blank=True)
@@ -215,7 +236,13 @@ class AttemptOutcome(models.TextChoices):
 
 class StepAttempt(TenantOwned):
     id = models.BigAutoField(primary_key=True)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts_log")
+    # Written once per step, like Checkpoint: (run, seq) is the only index.
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="attempts_log", db_index=False
+    )
     seq = models.PositiveIntegerField()  # the checkpoint seq this attempt would write
     attempt = models.PositiveIntegerField()
     step = models.CharField(max_length=100)
