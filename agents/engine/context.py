@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from functools import cached_property
+from collections.abc import Callable
 from typing import Any
 
 from agents import tools as tool_registry
@@ -64,6 +65,10 @@ class StepContext:
         self.tools = ToolBox(claim, seq)
         self.messages_upto = messages_upto
         self.outbox: list[dict[str, Any]] = []
+        # Writes that commit with this step or not at all: each is called inside the
+        # transaction that persists the step, after its fenced write succeeded (memory
+        # proposals, the packed-context record, ...). A retried step starts empty.
+        self.writes: list[Callable[[], None]] = []
         wake = wake_payload or {}
         self.decision: dict | None = wake.get("decision")
         self.event: dict | None = wake.get("event")
@@ -75,6 +80,10 @@ class StepContext:
         from agents.llm import get_model
 
         return LiveModel(get_model(), ctx=self, after=self._event_seq)
+
+    def write_with_step(self, write: Callable[[], None]) -> None:
+        """Run `write()` in the transaction that persists this step (exactly once with it)."""
+        self.writes.append(write)
 
     def say(self, content: str, *, role: str = "assistant", **extra: Any) -> None:
         """Append a message to the conversation, committed with this step."""

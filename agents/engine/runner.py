@@ -216,7 +216,7 @@ class _Driver:
             "started_at": started_at,
             "duration_ms": (time.perf_counter() - t0) * 1000,
         }
-        if not ctx.outbox and approval_id is None:
+        if not ctx.outbox and not ctx.writes and approval_id is None:
             row = store.execute_fenced(store.PERSIST_SQL, params)  # one round trip, one commit
             if row is None:
                 raise _Fenced
@@ -272,6 +272,8 @@ class _Driver:
                 amount=t.approval.get("amount"),
                 due_at=timezone.now() + due_in if due_in else None,
             )
+        for write in ctx.writes:
+            write()
 
     # --- failures ----------------------------------------------------------------------------
 
