@@ -144,7 +144,7 @@ class Run(TenantOwned):
         on_delete=models.SET_NULL,
         related_name="+",
     )
-    resolution_note = models.TextField(blank=True)
+    resolution_note = models.TextField(blank=True, default="", db_default="")
 
     class Meta:
         indexes = [
