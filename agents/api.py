@@ -184,6 +184,57 @@ class SessionMessagesView(AgentsAPIView):
         return Response(body, status=status.HTTP_201_CREATED)
 
 
+class SessionForksView(AgentsAPIView):
+    @extend_schema(
+        operation_id="sessions_forks_list",
+        tags=TAGS,
+        responses={200: s.SessionSerializer(many=True), **_errors(404)},
+    )
+    def get(self, request: Request, session_id: Any) -> Response:
+        """Conversations forked from this one, oldest first."""
+        session = selectors.session_for(request.principal, session_id)
+        forks = selectors.session_forks(request.principal, session).select_related("user")
+        return Response(s.SessionSerializer(forks, many=True).data)
+
+    @extend_schema(
+        operation_id="sessions_forks_create",
+        tags=TAGS,
+        request=s.ForkCreateSerializer,
+        responses={201: s.SessionSerializer, **_errors(400, 403, 404, 413, 422)},
+    )
+    @idempotent
+    def post(self, request: Request, session_id: Any) -> Response:
+        """Fork the conversation after one of its messages: the fork sees the thread up to
+        there (nothing is copied), then its own messages. 400 `fork_point_invalid` when the
+        message is not in this conversation."""
+        session = selectors.session_for(request.principal, session_id)
+        data = _valid(s.ForkCreateSerializer, request.data)
+        fork = services.session_fork(
+            principal=request.principal, session=session, at_seq=data["at_seq"], title=data["title"]
+        )
+        return Response(s.SessionSerializer(fork).data, status=status.HTTP_201_CREATED)
+
+
+class SessionThreadView(AgentsAPIView):
+    @extend_schema(
+        operation_id="sessions_thread_retrieve",
+        tags=TAGS,
+        responses={200: s.ThreadSerializer, **_errors(404)},
+    )
+    def get(self, request: Request, session_id: Any) -> Response:
+        """The whole thread: inherited messages up to each fork point, then this
+        conversation's own, with the rolling summary and what it covers."""
+        session = selectors.session_for(request.principal, session_id)
+        body = {
+            "session": session,
+            "ancestors": selectors.thread_ancestors(session)[:-1],
+            "summary": session.summary,
+            "summary_upto": session.summary_upto,
+            "messages": selectors.thread(session),
+        }
+        return Response(s.ThreadSerializer(body).data)
+
+
 # --- runs -------------------------------------------------------------------------------------
 
 
@@ -239,6 +290,19 @@ class RunDetailView(AgentsAPIView):
         run = selectors.run_for(request.principal, run_id)
         context = {**selectors.run_timeline(run), "approvals": selectors.run_approvals(run)}
         return Response(s.RunDetailSerializer(run, context=context).data)
+
+
+class RunContextView(AgentsAPIView):
+    @extend_schema(
+        operation_id="runs_context_list",
+        tags=TAGS,
+        responses={200: s.PackedContextSerializer(many=True), **_errors(404)},
+    )
+    def get(self, request: Request, run_id: Any) -> Response:
+        """What each step packed for the model: included and dropped items, why, and tokens
+        per section."""
+        run = selectors.run_for(request.principal, run_id)
+        return Response(s.PackedContextSerializer(selectors.packed_contexts(run), many=True).data)
 
 
 class RunCancelView(AgentsAPIView):

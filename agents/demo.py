@@ -86,24 +86,41 @@ refund_desk = Agent(
 )
 
 _DECISION = re.compile(r"Refund (?P<amount>[0-9]+\.[0-9]{2}) \w+ for order (?P<order>A-[0-9]{4})")
+# "contact me by email", "I prefer SMS", ...: the customer's preferred channel, remembered.
+_CHANNEL = re.compile(
+    r"(?:contact|reach|email|call|text|message) me (?:by|via|on|over|through) "
+    r"(?P<a>e-?mail|phone|sms|text)"
+    r"|prefer(?:s|red)? (?:to be contacted by |contact by )?(?P<b>e-?mail|phone|sms|text)",
+    re.I,
+)
+_REMEMBERED_CHANNEL = re.compile(r"contacted by (?P<channel>\w+)")
 
 
 @refund_desk.step
 def lookup(ctx: StepContext):
     customer = ctx.run_input.get("customer") or "customer"
     history = ctx.tools.call("billing_history", customer=customer)
+    said = _CHANNEL.search(ctx.run_input.get("message", ""))
+    if said:
+        channel = (said["a"] or said["b"]).lower().replace("e-mail", "email").replace("text", "sms")
+        ctx.memory.propose(
+            "preference", f"Prefers to be contacted by {channel}", key="contact.channel"
+        )
     return goto("decide", customer=customer, history=history)
 
 
 @refund_desk.step
 def decide(ctx: StepContext):
     request = ctx.run_input.get("message", "")
-    reply = ctx.llm.chat(
-        [
-            {"role": "system", "content": "You are a refund desk. Decide refunds."},
-            {"role": "user", "content": request},
-        ]
+    # The packer sends the system prompt and this request, then what fits of the summary, the
+    # conversation and the remembered facts (quoted data in a message of their own, never
+    # part of the instructions), and records what it chose with the step.
+    packed = ctx.pack(
+        system="You are a refund desk. Decide refunds.",
+        current=request,
+        memories=ctx.memory.recall(request),
     )
+    reply = ctx.llm.chat(packed.messages)
     match = _DECISION.search(reply.content)
     if match is None:
         ctx.say(reply.content)
@@ -146,9 +163,18 @@ def reply(ctx: StepContext):
     refund = ctx.state["refund"]
     ctx.say(
         f"Done: {refund['amount']} refunded for order {refund['order']} "
-        f"(refund {ctx.state['receipt']['refund_id']})."
+        f"(refund {ctx.state['receipt']['refund_id']}).{_confirmation(ctx)}"
     )
     return finish({"refunded": True, **refund, "refund_id": ctx.state["receipt"]["refund_id"]})
+
+
+def _confirmation(ctx: StepContext) -> str:
+    """How the customer asked to be contacted, if the desk remembers it."""
+    for fact in ctx.memory.recall("How does the customer prefer to be contacted?", 120).facts:
+        known = _REMEMBERED_CHANNEL.search(fact.text)
+        if fact.key == "contact.channel" and known:
+            return f" We will send the confirmation by {known['channel']}, as you prefer."
+    return ""
 
 
 register(refund_desk)

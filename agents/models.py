@@ -33,6 +33,17 @@ class AgentSession(TenantOwned):
         max_length=16, choices=SessionStatus.choices, default=SessionStatus.ACTIVE
     )
     summary = models.TextField(blank=True)
+    # The summary stands for the first `summary_upto` messages of this thread's context
+    # (inherited ones included); the messages themselves stay for audit.
+    summary_upto = models.PositiveIntegerField(default=0)
+    summary_updated_at = models.DateTimeField(null=True, blank=True)
+    # A fork sees its parent's context up to message `fork_seq` of the parent, then its own
+    # messages; nothing is copied. `inherited_messages` counts what it sees of its ancestors.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="forks"
+    )
+    fork_seq = models.PositiveIntegerField(null=True, blank=True)
+    inherited_messages = models.PositiveIntegerField(default=0)
     token_count = models.PositiveIntegerField(default=0)
     last_seq = models.PositiveIntegerField(default=0)  # seq of the newest message
     version = models.PositiveIntegerField(default=1)
@@ -161,6 +172,14 @@ class Run(TenantOwned):
                 name="run_due",
                 condition=models.Q(status__in=["queued", "waiting_timer"]),
             ),
+            # Cross-tenant stuck detection (beat, /metrics): the runs that are not done are a
+            # small slice of a large table. Only status is indexed, so a run that keeps
+            # running still updates heap-only.
+            models.Index(
+                fields=["status"],
+                name="run_open_by_status",
+                condition=~models.Q(status__in=["succeeded", "cancelled"]),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -175,13 +194,19 @@ class Checkpoint(TenantOwned):
     """State after a step. Append-only; the transcript stays in Message rows."""
 
     id = models.BigAutoField(primary_key=True)
-    # Written once per step: (run, seq) is the only index; the tenant is the run's (RLS
-    # checks it on insert), so no tenant index or foreign-key trigger on the hot path.
+    # Written once per step, like RunEvent: (run, seq) is the only index and there are no
+    # foreign-key triggers on the hot path. Only agents_persist_step inserts rows, from the
+    # run row it has just updated (the tenant is the run's; RLS checks it); the ORM deletes
+    # them with their run (delete runs through the ORM, never with raw SQL).
     tenant = models.ForeignKey(
         Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
     )
     run = models.ForeignKey(
-        Run, on_delete=models.CASCADE, related_name="checkpoints", db_index=False
+        Run,
+        on_delete=models.CASCADE,
+        related_name="checkpoints",
+        db_index=False,
+        db_constraint=False,
     )
     seq = models.PositiveIntegerField()
     step = models.CharField(max_length=100)  # the step that produced this state
@@ -236,12 +261,16 @@ class AttemptOutcome(models.TextChoices):
 
 class StepAttempt(TenantOwned):
     id = models.BigAutoField(primary_key=True)
-    # Written once per step, like Checkpoint: (run, seq) is the only index.
+    # Written once per step, like Checkpoint: (run, seq) is the only index, no FK triggers.
     tenant = models.ForeignKey(
         Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
     )
     run = models.ForeignKey(
-        Run, on_delete=models.CASCADE, related_name="attempts_log", db_index=False
+        Run,
+        on_delete=models.CASCADE,
+        related_name="attempts_log",
+        db_index=False,
+        db_constraint=False,
     )
     seq = models.PositiveIntegerField()  # the checkpoint seq this attempt would write
     attempt = models.PositiveIntegerField()
@@ -338,3 +367,39 @@ class DemoRefund(models.Model):
 
     def __str__(self) -> str:
         return f"refund {self.amount_cents / 100:.2f} to {self.customer}"
+
+
+class PackedContext(TenantOwned):
+    """What one model call of one step was given and what was left out, and why: written in
+    the transaction that persists the step (ctx.pack), so exactly once with it."""
+
+    id = models.BigAutoField(primary_key=True)
+    # Like Checkpoint: (run, seq, index) is the only index; RLS checks the tenant on insert.
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="packed_contexts", db_index=False
+    )
+    seq = models.PositiveIntegerField()  # the checkpoint seq of the step
+    index = models.PositiveSmallIntegerField(default=0)  # which pack within the step
+    step = models.CharField(max_length=100)
+    model = models.CharField(max_length=200, blank=True)
+    encoding = models.CharField(max_length=100)
+    budget = models.PositiveIntegerField()  # the model's window minus the output reserve
+    reserve_output = models.PositiveIntegerField(default=0)
+    tokens_used = models.PositiveIntegerField()
+    sections = models.JSONField(default=list)  # per section: included/dropped counts and tokens
+    items = models.JSONField(default=list)  # every decision: section, label, tokens, reason
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "seq", "index"], name="packedcontext_unique_position"
+            )
+        ]
+        ordering = ["run", "seq", "index"]
+
+    def __str__(self) -> str:
+        return f"context of step {self.seq} of {self.run_id}: {self.tokens_used}/{self.budget}"

@@ -270,3 +270,35 @@ def status_counts(principal: Principal) -> list[dict[str, Any]]:
         {"value": value, "label": label, "count": counts.get(value, 0)}
         for value, label in RunStatus.choices
     ]
+
+
+# --- conversations and forks (agents/context/) -------------------------------------------------
+
+
+def conversation_list(principal: Principal) -> dict[str, Any]:
+    sessions = (
+        selectors.sessions_for(principal)
+        .select_related("user", "parent")
+        .annotate(fork_count=Count("forks"))[:PAGE_SIZE]
+    )
+    return {"sessions": list(sessions), "only_own": principal.sees_only_own}
+
+
+def conversation_context(
+    principal: Principal, session: Any, *, fork_error: str | None = None
+) -> dict[str, Any]:
+    """One conversation: its ancestry, the whole thread, its forks, runs and summary."""
+    ancestry = selectors.thread_ancestors(session)
+    owners = {str(a["session"].pk): a["session"] for a in ancestry}
+    thread = selectors.thread(session)
+    for message in thread:
+        message["owner"] = owners.get(message["session"], session)
+    return {
+        "session": session,
+        "ancestors": ancestry[:-1],
+        "thread": thread,
+        "forks": list(selectors.session_forks(principal, session).select_related("user")),
+        "runs": list(selectors.runs_for(principal).filter(session=session)[:20]),
+        "covered": session.summary_upto,
+        "fork_error": fork_error,
+    }

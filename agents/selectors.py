@@ -95,3 +95,40 @@ def approval_awaited_by(run: Run) -> Any | None:
     if run.status != RunStatus.WAITING_APPROVAL:
         return None
     return request_awaited(tenant_id=run.tenant_id, run_id=run.pk, waiting_for=run.waiting_for)
+
+
+# --- threads and packed contexts (agents/context/) ---------------------------------------------
+
+
+def session_forks(principal: Principal, session: AgentSession) -> QuerySet[AgentSession]:
+    """Conversations forked from `session` that the principal may see, oldest first."""
+    return sessions_for(principal).filter(parent=session).order_by("created_at")
+
+
+def thread_ancestors(session: AgentSession) -> list[dict[str, Any]]:
+    """The sessions a thread reads, root first: each with the seq it is seen up to."""
+    from agents.context.threads import ancestors
+
+    chain = ancestors(tenant_id=session.tenant_id, session_id=session.pk)
+    found = AgentSession.objects.for_tenant(session.tenant_id).filter(
+        pk__in=[pk for pk, _ in chain]
+    )
+    rows = {str(s.pk): s for s in found.select_related("user")}
+    return [{"session": rows[pk], "upto": upto} for pk, upto in chain if pk in rows]
+
+
+def thread(session: AgentSession) -> list[dict[str, Any]]:
+    """Every message of the thread, oldest first, inherited ones marked (position, origin)."""
+    from agents.context.threads import thread_messages
+
+    messages = thread_messages(tenant_id=session.tenant_id, session_id=session.pk)
+    for message in messages:
+        message["inherited"] = message["session"] != str(session.pk)
+    return messages
+
+
+def packed_contexts(run: Run) -> QuerySet[Any]:
+    """What each step of the run packed for the model, in step order."""
+    from agents.models import PackedContext
+
+    return PackedContext.objects.for_tenant(run.tenant_id).filter(run=run).order_by("seq", "index")

@@ -21,6 +21,7 @@ from agents.models import (
     Checkpoint,
     Message,
     MessageRole,
+    PackedContext,
     Run,
     RunStatus,
     SessionStatus,
@@ -193,6 +194,7 @@ class SessionSerializer(serializers.ModelSerializer):
     class Meta:
         model = AgentSession
         fields = ["id", "agent", "title", "status", "user", "last_seq", "created_at", "updated_at"]
+        fields += ["parent", "fork_seq"]
         read_only_fields = fields
 
 
@@ -385,3 +387,79 @@ class ErrorSerializer(serializers.Serializer):
     message = serializers.CharField()
     fields = serializers.DictField(required=False)
     detail = serializers.JSONField(required=False)
+
+
+# --- threads and packed contexts --------------------------------------------------------------
+
+
+class ForkCreateSerializer(serializers.Serializer):
+    at_seq = serializers.IntegerField(
+        help_text="The message of this conversation to fork after (its `seq`)."
+    )
+    title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class ThreadMessageSerializer(serializers.Serializer):
+    position = serializers.IntegerField(source="pos", help_text="Place in the thread, from 1.")
+    session = serializers.UUIDField(help_text="The conversation the message was written in.")
+    seq = serializers.IntegerField()
+    role = EnumField(MessageRole)
+    content = serializers.CharField(allow_blank=True)
+    tool_call = serializers.JSONField(allow_null=True)
+    tool_result = serializers.JSONField(allow_null=True)
+    inherited = serializers.BooleanField(help_text="Read from an ancestor up to its fork point.")
+
+
+class ThreadAncestorSerializer(serializers.Serializer):
+    session = SessionSerializer()
+    upto = serializers.IntegerField(
+        allow_null=True, help_text="The thread reads this conversation up to this seq."
+    )
+
+
+class ThreadSerializer(serializers.Serializer):
+    session = SessionSerializer()
+    ancestors = ThreadAncestorSerializer(many=True)
+    summary = serializers.CharField(allow_blank=True)
+    summary_upto = serializers.IntegerField(
+        help_text="The summary stands for the thread's messages 1 to this position."
+    )
+    messages = ThreadMessageSerializer(many=True)
+
+
+class PackedItemSerializer(serializers.Serializer):
+    section = serializers.CharField()
+    label = serializers.CharField()
+    tokens = serializers.IntegerField()
+    included = serializers.BooleanField()
+    reason = serializers.CharField()
+
+
+class PackedSectionSerializer(serializers.Serializer):
+    section = serializers.CharField()
+    included = serializers.IntegerField()
+    dropped = serializers.IntegerField()
+    tokens_included = serializers.IntegerField()
+    tokens_dropped = serializers.IntegerField()
+
+
+class PackedContextSerializer(serializers.ModelSerializer):
+    sections = PackedSectionSerializer(many=True, help_text="In the order they are sent.")
+    items = PackedItemSerializer(many=True)
+
+    class Meta:
+        model = PackedContext
+        fields = [
+            "seq",
+            "index",
+            "step",
+            "model",
+            "encoding",
+            "budget",
+            "reserve_output",
+            "tokens_used",
+            "sections",
+            "items",
+            "created_at",
+        ]
+        read_only_fields = fields

@@ -75,7 +75,7 @@ def messages_append(
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE agents_agentsession SET last_seq = last_seq + %s, updated_at = now() "
-            "WHERE id = %s RETURNING last_seq",
+            "WHERE id = %s RETURNING last_seq, inherited_messages, summary_upto",
             [len(messages), str(session_id)],
         )
         row = cursor.fetchone()
@@ -104,7 +104,41 @@ def messages_append(
             message_seq=message.seq,
             role=message.role,
         )
+    _after_append(tenant_id, session_id, created, inherited=row[1], summary_upto=row[2])
     return created
+
+
+def _after_append(
+    tenant_id: Any, session_id: Any, created: list[Message], *, inherited: int, summary_upto: int
+) -> None:
+    """Once the messages are committed: extend the hot session cache, and ask for a summary
+    when the thread may have outgrown the turns kept verbatim."""
+    from agents.context import cache
+    from agents.context.summary import needs_summary
+
+    appended = [
+        {
+            "pos": inherited + m.seq,
+            "session": str(session_id),
+            "seq": m.seq,
+            "role": m.role,
+            "content": m.content,
+            "tool_call": m.tool_call,
+            "tool_result": m.tool_result,
+            "tokens": None,
+        }
+        for m in created
+    ]
+    count = inherited + created[-1].seq if created else 0
+
+    def after_commit() -> None:
+        cache.messages_appended(tenant_id=tenant_id, session_id=session_id, messages=appended)
+        if needs_summary(count=count, summary_upto=summary_upto):
+            from agents.tasks import enqueue_summary
+
+            enqueue_summary(tenant_id=tenant_id, session_id=session_id)
+
+    transaction.on_commit(after_commit)
 
 
 @transaction.atomic
@@ -166,6 +200,52 @@ def conversation_start(
         messages=[{"role": MessageRole.USER, "content": message}],
     )
     return run
+
+
+@transaction.atomic
+def session_fork(
+    *, principal: Principal, session: AgentSession, at_seq: Any, title: str = ""
+) -> AgentSession:
+    """A new conversation that sees `session`'s thread up to its message `at_seq`, then its
+    own messages. No message is copied; the summary is carried over when it still applies."""
+    from agents.context.errors import ForkPointInvalid
+
+    last = (
+        AgentSession.objects.for_tenant(principal.tenant)
+        .filter(pk=session.pk)
+        .values_list("last_seq", flat=True)
+    )
+    last_seq = last.first() or 0
+    valid = isinstance(at_seq, int) and not isinstance(at_seq, bool) and 1 <= at_seq <= last_seq
+    if not valid or not (
+        Message.objects.for_tenant(principal.tenant).filter(session=session, seq=at_seq).exists()
+    ):
+        raise ForkPointInvalid(
+            f"Message {at_seq!r} is not in this conversation (it has messages 1 to {last_seq}).",
+            detail={"at_seq": at_seq, "last_seq": last_seq},
+        )
+    inherited = session.inherited_messages + at_seq
+    keeps_summary = 0 < session.summary_upto <= inherited
+    fork = AgentSession.objects.create(
+        tenant=principal.tenant,
+        user=session.user,
+        agent=session.agent,
+        title=(title or f"{session} (fork at {at_seq})")[:200],
+        parent=session,
+        fork_seq=at_seq,
+        inherited_messages=inherited,
+        summary=session.summary if keeps_summary else "",
+        summary_upto=session.summary_upto if keeps_summary else 0,
+        summary_updated_at=session.summary_updated_at if keeps_summary else None,
+    )
+    audit_record(
+        tenant=principal.tenant,
+        actor=principal,
+        action="session.forked",
+        target=fork,
+        after={"parent": str(session.pk), "at_seq": at_seq},
+    )
+    return fork
 
 
 @transaction.atomic

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 
 from django.conf import settings
 from django.db import connection, transaction
 
+from agents.console.metrics import record_sweep
 from tenants.context import system_context
+
+logger = logging.getLogger(__name__)
 
 RECOVER_EXPIRED_SQL = """
 WITH lost AS (
@@ -20,7 +24,9 @@ WITH lost AS (
 ), requeued AS (
     UPDATE agents_run r
        SET status = 'queued', lease_owner = '', lease_expires_at = NULL,
-           version = r.version + 1, updated_at = clock_timestamp()
+           version = r.version + 1, updated_at = clock_timestamp(),
+           -- when it was queued again (stuck detection measures the wait from here)
+           not_before = clock_timestamp()
       FROM lost
      WHERE r.id = lost.id
     RETURNING r.id
@@ -38,7 +44,7 @@ SELECT id, tenant_id FROM lost
 
 WAKE_TIMERS_SQL = """
 UPDATE agents_run
-   SET status = 'queued', not_before = NULL, version = version + 1,
+   SET status = 'queued', not_before = clock_timestamp(), version = version + 1,
        updated_at = clock_timestamp()
  WHERE id IN (SELECT id FROM agents_run
                WHERE status = 'waiting_timer' AND not_before <= clock_timestamp()
@@ -76,6 +82,39 @@ def recover() -> dict[str, int]:
             ctx.record(**counts, runs=[str(r[0]) for r in (lost + woken)][:50])
         for run_id, tenant_id in lost + woken + stale:
             transaction.on_commit(partial(enqueue_run, tenant_id=tenant_id, run_id=run_id))
+    record_sweep("run_recovery", counts)
+    return counts
+
+
+def detect_stuck(*, listed: int = 100) -> dict[str, int]:
+    """Count stuck runs by reason across tenants and log each (up to `listed`) with its ids."""
+    from django.utils import timezone
+
+    from agents.console import stuck
+    from agents.models import Run
+
+    now = timezone.now()
+    with system_context("stuck_detection"):
+        counts = stuck.counts(Run.objects.all(), now)
+        found = (
+            list(
+                Run.objects.filter(stuck.stuck_q(now))
+                .order_by("updated_at")
+                .values_list("id", "tenant_id", "status", "agent")[:listed]
+            )
+            if any(counts.values())
+            else []
+        )
+    for run_id, tenant_id, status, agent in found:
+        logger.warning(
+            "stuck run: %s run is %s",
+            agent,
+            status,
+            extra={"tenant_id": str(tenant_id), "run_id": str(run_id), "event": "run.stuck"},
+        )
+    if any(counts.values()):
+        logger.warning("stuck runs: %s", counts, extra={"event": "runs.stuck", **counts})
+    record_sweep("stuck_detection", counts)
     return counts
 
 
@@ -86,4 +125,5 @@ def expire_idempotency() -> int:
         deleted = cursor.rowcount
         if deleted:
             ctx.record(deleted=deleted)
+    record_sweep("idempotency_expiry", {"deleted": deleted})
     return deleted

@@ -11,10 +11,13 @@ from typing import Any
 from celery import shared_task
 from django.db import InterfaceError, OperationalError, close_old_connections, connections
 
+from agents.console import metrics
 from agents.engine.runner import drive
+from config.logging import bind as log_context
 from tenants.tasks import TenantTask
 
 logger = logging.getLogger(__name__)
+metrics.install()  # step counters for /metrics, sent from whichever process runs steps
 
 
 class EngineTask(TenantTask):
@@ -38,7 +41,8 @@ def _worker_id() -> str:
 def run_step(self, *, tenant_id: str, run_id: str) -> dict:
     """Drive the run for one time slice; the engine enqueues the next slice itself."""
     try:
-        result = drive(tenant_id=tenant_id, run_id=run_id, worker=_worker_id())
+        with log_context(tenant_id=tenant_id, run_id=run_id):
+            result = drive(tenant_id=tenant_id, run_id=run_id, worker=_worker_id())
     except (OperationalError, InterfaceError) as exc:
         # The database went away mid-step. Drop the broken connection and come back; our
         # lease lets this process resume where it was once PostgreSQL answers again.
@@ -82,3 +86,42 @@ def expire_idempotency_records() -> int:
     from agents.sweeps import expire_idempotency
 
     return expire_idempotency()
+
+
+class ContextTask(TenantTask):
+    abstract = True
+    one_transaction = False  # the LLM call runs between two short transactions, not in one
+
+
+@shared_task(
+    base=ContextTask,
+    bind=True,
+    name="agents.summarise_session",
+    acks_late=True,
+    max_retries=5,
+)
+def summarise_session(self, *, tenant_id: str, session_id: str) -> bool:
+    """Fold a thread's older turns into its rolling summary (idempotent)."""
+    from agents.context.summary import session_summarise
+    from agents.errors import TransientStepError
+
+    try:
+        return session_summarise(tenant_id=tenant_id, session_id=session_id)
+    except TransientStepError as exc:
+        countdown = getattr(exc, "retry_after", None) or min(60, 2 ** (self.request.retries + 1))
+        raise self.retry(countdown=countdown, exc=exc) from exc
+
+
+def enqueue_summary(*, tenant_id: Any, session_id: Any) -> None:
+    """Queue a summary of the thread; duplicates are harmless (the task is idempotent)."""
+    summarise_session.apply_async(
+        kwargs={"tenant_id": str(tenant_id), "session_id": str(session_id)}
+    )
+
+
+@shared_task(name="agents.detect_stuck_runs")
+def detect_stuck_runs() -> dict:
+    """Beat: count and log stuck runs (the console lists them; /metrics reports them)."""
+    from agents.sweeps import detect_stuck
+
+    return detect_stuck()

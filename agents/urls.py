@@ -14,5 +14,17 @@ urlpatterns = [
         views.run_approval_decide,
         name="run_approval_decide",
     ),
+    path("runs/<uuid:run_id>/context/", views.run_context, name="run_context"),
+    path("conversations/", views.conversation_list, name="conversations"),
+    path(
+        "conversations/<uuid:session_id>/",
+        views.conversation_detail,
+        name="conversation_detail",
+    ),
+    path(
+        "conversations/<uuid:session_id>/fork/",
+        views.conversation_fork,
+        name="conversation_fork",
+    ),
     path("agents/", views.agent_list, name="agents"),
 ]

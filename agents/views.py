@@ -192,3 +192,63 @@ def _approval_for_run(run: Run, approval_id: uuid.UUID) -> ApprovalRequest:
 def agent_list(request: HttpRequest) -> HttpResponse:
     """Every registered agent with its version and steps."""
     return render(request, "agents/agents.html", {"agents": all_agents()})
+
+
+# --- conversations and forks -----------------------------------------------------------------
+
+CONVERSATION = "agents/conversation.html"
+
+
+def get_session_for_member(request: HttpRequest, session_id: uuid.UUID) -> Any:
+    """The conversation, or 404 for other tenants and, for members, other members' ones."""
+    return selectors.session_for(request.principal, session_id)
+
+
+@require_GET
+@require_scope(Scope.READ)
+def conversation_list(request: HttpRequest) -> HttpResponse:
+    """Conversations, newest first, with where each was forked from."""
+    return render(request, "agents/conversations.html", pages.conversation_list(request.principal))
+
+
+@require_GET
+@require_scope(Scope.READ)
+def conversation_detail(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    """A conversation's whole thread (inherited messages first), its forks and runs."""
+    session = get_session_for_member(request, session_id)
+    return render(request, CONVERSATION, pages.conversation_context(request.principal, session))
+
+
+@require_POST
+@require_scope(Scope.WRITE)
+def conversation_fork(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    """Fork the conversation after one of its messages and open the fork."""
+    session = get_session_for_member(request, session_id)
+    raw = request.POST.get("at_seq", "")
+    try:
+        fork = services.session_fork(
+            principal=request.principal,
+            session=session,
+            at_seq=int(raw) if raw.strip().lstrip("-").isdigit() else raw,
+            title=request.POST.get("title", "")[:200],
+        )
+    except AppError as exc:
+        context = pages.conversation_context(request.principal, session, fork_error=exc.message)
+        return render(request, CONVERSATION, context, status=exc.status)
+    url = reverse("conversation_detail", args=[fork.pk])
+    if request.htmx:
+        return HttpResponseClientRedirect(url)
+    messages.success(request, "Forked: this conversation continues from the chosen message.")
+    return redirect(url)
+
+
+@require_GET
+@require_scope(Scope.READ)
+def run_context(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    """What each step of the run packed for the model, and why (a partial for htmx)."""
+    run = get_run_for_member(request, run_id)
+    context = {"run": run, "records": list(selectors.packed_contexts(run))}
+    template = "agents/_packed_context.html"
+    return _vary(
+        render(request, f"{template}#packed-context" if _partial(request) else template, context)
+    )

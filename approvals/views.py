@@ -220,6 +220,18 @@ def _decide(principal: Principal, approval: ApprovalRequest, data: Any) -> tuple
     return Draft(), 200
 
 
+def _memories_used(approval: ApprovalRequest) -> list[dict[str, Any]] | None:
+    """The memory items the asking step packed for its model (labels only: a fact's text is
+    never copied into the record, so a deleted fact cannot linger here); None when the step
+    packed no context."""
+    from agents.selectors import packed_contexts
+
+    packs = list(packed_contexts(approval.run).filter(seq=approval.checkpoint_seq))
+    if not packs:
+        return None
+    return [item for pack in packs for item in pack.items if item["section"] == "memory"]
+
+
 def detail_context(
     principal: Principal, approval: ApprovalRequest, *, draft: Draft | None = None
 ) -> dict[str, Any]:
@@ -255,6 +267,7 @@ def detail_context(
         "refusal": reason,
         "who_decides": who_decides(approval),
         "transcript": messages_,
+        "memories_used": _memories_used(approval),
         "audit": audit,
         "draft": draft,
         "uid": secrets.token_hex(3),

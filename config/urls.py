@@ -1,18 +1,27 @@
+from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from agents import demo_payments
+from config import ops
 from tenants.api_errors import api_not_found
 
 urlpatterns = [
+    path("healthz", ops.healthz, name="healthz"),
+    path("readyz", ops.readyz, name="readyz"),
+    path("metrics", ops.metrics, name="metrics"),
+    path("django-admin/", admin.site.urls),
+    path("console/", include("agents.console.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api_schema"), name="api_docs"),
     path("api/v1/", include("tenants.api_urls")),
     path("api/v1/", include("agents.api_urls")),
     path("api/v1/", include("approvals.api_urls")),
+    path("api/v1/", include("memory.api_urls")),
     re_path(r"^api/", api_not_found),
     path("demo/payments/refunds", demo_payments.refunds, name="demo_payments"),
     path("", include("agents.urls")),
     path("", include("approvals.urls")),
+    path("", include("memory.urls")),  # before tenants: /memory/ replaces its placeholder
     path("", include("tenants.urls")),
 ]

@@ -14,7 +14,6 @@ urlpatterns = [
         name="password_change_done",
     ),
     path("tenants/switch/", views.switch_tenant, name="switch_tenant"),
-    path("memory/", views.coming_soon, {"section": "My memory"}, name="my_memory"),
     path("admin/", views.admin_home, name="admin_home"),
     path("admin/members/", views.members, name="members"),
     path("admin/members/<int:membership_id>/role/", views.member_role, name="member_role"),

@@ -24,20 +24,26 @@ def _sections(request: HttpRequest) -> list[dict]:
     principal = request.principal
     sections = [
         {"name": "Runs", "url": "runs", "text": "Follow agent runs step by step."},
+        {
+            "name": "Conversations",
+            "url": "conversations",
+            "text": "Threads with agents, their forks and summaries.",
+        },
         {"name": "Approvals", "url": "approvals", "text": "Approve or reject paused runs."},
         {"name": "My memory", "url": "my_memory", "text": "What agents remember about you."},
     ]
     if principal.can(Scope.ADMIN):
         sections.append(
+            {
+                "name": "Console",
+                "url": "console_runs",
+                "text": "Find, explain and repair stuck runs.",
+            }
+        )
+        sections.append(
             {"name": "Admin", "url": "admin_home", "text": "Members, API keys, audit log."}
         )
     return sections
-
-
-@require_GET
-@require_scope(Scope.READ)
-def coming_soon(request: HttpRequest, section: str) -> HttpResponse:
-    return render(request, "tenants/coming_soon.html", {"section": section})
 
 
 @require_POST

@@ -148,6 +148,20 @@ def _run_event_row(tenant: Tenant):
     return RunEvent.objects.create(tenant=tenant, run=_run_row(tenant), seq=1, kind="run.queued")
 
 
+def _packed_context_row(tenant: Tenant):
+    from agents.models import PackedContext
+
+    return PackedContext.objects.create(
+        tenant=tenant,
+        run=_run_row(tenant),
+        seq=1,
+        step="s",
+        encoding="cl100k_base",
+        budget=100,
+        tokens_used=10,
+    )
+
+
 def _approval_row(tenant: Tenant):
     from approvals.models import ApprovalRequest
 
@@ -176,6 +190,40 @@ def _approver_group_member_row(tenant: Tenant):
     )
 
 
+def _memory_fact_row(tenant: Tenant):
+    from django.utils import timezone
+
+    from memory.models import MemoryFact
+
+    return MemoryFact.objects.create(
+        tenant=tenant,
+        subject=make_user(),
+        category="preference",
+        text="Prefers email",
+        normalized="prefers email",
+        source_kind="user",
+        valid_from=timezone.now(),
+    )
+
+
+def _memory_policy_row(tenant: Tenant):
+    from memory.models import MemoryPolicy
+
+    return MemoryPolicy.objects.create(tenant=tenant, category=f"c{uuid.uuid4().hex[:8]}")
+
+
+def _memory_settings_row(tenant: Tenant):
+    from memory.models import MemorySettings
+
+    return MemorySettings.objects.create(tenant=tenant)
+
+
+def _privacy_link_use_row(tenant: Tenant):
+    from memory.models import PrivacyLinkUse
+
+    return PrivacyLinkUse.objects.create(tenant=tenant, subject=make_user(), nonce=uuid.uuid4().hex)
+
+
 TENANT_OWNED_ROWS = {
     Tenant: _tenant_row,
     Membership: _membership_row,
@@ -192,10 +240,15 @@ TENANT_OWNED_ROWS = {
             ("agents.ToolCall", _tool_call_row),
             ("agents.IdempotencyRecord", _idempotency_row),
             ("agents.RunEvent", _run_event_row),
+            ("agents.PackedContext", _packed_context_row),
             ("approvals.ApprovalRequest", _approval_row),
             ("approvals.ApprovalPolicy", _approval_policy_row),
             ("approvals.ApproverGroup", _approver_group_row),
             ("approvals.ApproverGroupMember", _approver_group_member_row),
+            ("memory.MemoryFact", _memory_fact_row),
+            ("memory.MemoryPolicy", _memory_policy_row),
+            ("memory.MemorySettings", _memory_settings_row),
+            ("memory.PrivacyLinkUse", _privacy_link_use_row),
         ]
     },
 }

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import copy
-from functools import cached_property
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any
 
 from agents import tools as tool_registry
@@ -80,6 +80,22 @@ class StepContext:
         from agents.llm import get_model
 
         return LiveModel(get_model(), ctx=self, after=self._event_seq)
+
+    @cached_property
+    def memory(self):
+        """Long-term memory of the conversation's user: `recall(query, budget)`, `propose(...)`."""
+        from memory.steps import StepMemory
+
+        return StepMemory(self)
+
+    def pack(self, *, system: str, current: str | None = None, **options: Any) -> Any:
+        """The context of a model call, packed into the token budget (system prompt, current
+        turn, summary, turns, memories, tool schemas) and recorded with this step.
+
+        Options: tools, memories, model, window, reserve_output (see docs/context.md)."""
+        from agents.context.steps import pack_for_step
+
+        return pack_for_step(self, system=system, current=current, **options)
 
     def write_with_step(self, write: Callable[[], None]) -> None:
         """Run `write()` in the transaction that persists this step (exactly once with it)."""

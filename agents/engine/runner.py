@@ -13,6 +13,7 @@ import time
 import traceback
 import uuid
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from django.conf import settings
@@ -93,6 +94,11 @@ class _Driver:
         self.steps = 0
         self.heartbeat: Heartbeat | None = None
 
+    @cached_property
+    def agent(self) -> Agent:
+        """The run's agent definition, looked up once per drive (raises if it is gone)."""
+        return get_agent(self.claim.agent)
+
     def _set_version(self, version: int) -> None:
         self.version = version
         if self.heartbeat is not None:
@@ -115,7 +121,7 @@ class _Driver:
                 _publish(self.claim, "run.status", seq=row.event_seq, status=row.status)
             return DriveResult(claimed=True, status=row[0] if row else None, reason="cancelled")
         try:
-            agent = get_agent(self.claim.agent)
+            agent = self.agent
             self.state = self._load_state(agent)
         except (AppError, ValueError) as exc:
             return self._fail_permanently(exc, code=getattr(exc, "code", "state_migration_failed"))
@@ -208,7 +214,7 @@ class _Driver:
             else None,
             "not_before": t.wake_at,
             "waiting_for": str(approval_id) if approval_id else t.event,
-            "schema_version": get_agent(self.claim.agent).state_version,
+            "schema_version": self.agent.state_version,
             "step": self.step,
             "state": store.dumps({**ctx.state, **t.update}),
             "messages_upto": self.upto,
@@ -217,13 +223,13 @@ class _Driver:
             "duration_ms": (time.perf_counter() - t0) * 1000,
         }
         if not ctx.outbox and not ctx.writes and approval_id is None:
-            row = store.execute_fenced(store.PERSIST_SQL, params)  # one round trip, one commit
+            row = store.persist(params)  # one round trip, one commit
             if row is None:
                 raise _Fenced
             self._finished(row, t, params)
         else:
             with transaction.atomic(), progress.tracking() as recorded:
-                row = store.execute_fenced(store.PERSIST_SQL, params)
+                row = store.persist(params)
                 if row is None:
                     raise _Fenced
                 self._finished(row, t, params)  # sent on commit, before the extras' events

@@ -21,43 +21,13 @@ from agents.models import RunStatus
 
 _SET_TENANT = "SELECT set_config('app.tenant_id', %(tenant)s, true);\n"
 
-CLAIM_SQL = (
-    _SET_TENANT
-    + """
-WITH claimed AS (
-    UPDATE agents_run SET
-        status = 'running',
-        lease_owner = %(worker)s,
-        lease_expires_at = clock_timestamp() + make_interval(secs => %(lease)s),
-        version = version + 1,
-        attempts = attempts + 1,
-        event_seq = event_seq + 1,
-        started_at = coalesce(started_at, clock_timestamp()),
-        updated_at = clock_timestamp()
-    WHERE id = %(run)s
-      AND (
-        (status = 'queued' AND (not_before IS NULL OR not_before <= clock_timestamp()))
-        OR (status = 'running' AND lease_expires_at < clock_timestamp())
-        -- our own lease: this process resumes after losing its database connection
-        OR (status = 'running' AND lease_owner = %(worker)s)
-      )
-    RETURNING id, tenant_id, agent, agent_version, current_step, step_seq, version, attempts,
-              input, wake_payload, session_id, state_schema_version, cancel_requested, event_seq
-), ev AS (
-    INSERT INTO agents_runevent (tenant_id, run_id, seq, kind, data, created_at)
-    SELECT tenant_id, id, event_seq, 'step.started',
-           jsonb_build_object('step', current_step, 'step_seq', step_seq + 1, 'attempt', attempts,
-                              'status', 'running'),
-           clock_timestamp()
-    FROM claimed
-)
-SELECT c.id, c.agent, c.agent_version, c.current_step, c.step_seq, c.version, c.attempts,
-       c.input, c.wake_payload, c.session_id, c.state_schema_version, c.cancel_requested,
-       cp.state, cp.schema_version, cp.messages_upto, c.event_seq
-FROM claimed c
-LEFT JOIN agents_checkpoint cp ON cp.run_id = c.id AND cp.seq = c.step_seq
+# Both functions are defined in agents/engine/sql/ (installed by migrations): each sets
+# the tenant and runs one statement, so a claim or a persist is one round trip, and
+# PL/pgSQL keeps their plans per connection instead of planning every step.
+CLAIM_SQL = """
+SELECT * FROM agents_claim_run(
+    p_tenant => %(tenant)s, p_run => %(run)s, p_worker => %(worker)s, p_lease => %(lease)s)
 """
-)
 
 
 @dataclass
@@ -94,7 +64,6 @@ def claim(*, tenant_id: str, run_id: Any, worker: str, lease_seconds: float) -> 
     }
     with connection.cursor() as cursor:
         cursor.execute(CLAIM_SQL, params)
-        cursor.nextset()
         row = cursor.fetchone()
     if row is None:
         return None
@@ -137,54 +106,27 @@ def claim(*, tenant_id: str, run_id: Any, worker: str, lease_seconds: float) -> 
 
 
 PERSIST_SQL = """
-WITH r AS (
-    UPDATE agents_run SET
-        status = CASE WHEN cancel_requested AND %(status)s NOT IN ('succeeded', 'failed')
-                      THEN 'cancelled' ELSE %(status)s END,
-        current_step = %(next_step)s,
-        step_seq = %(seq)s,
-        version = version + 1,
-        attempts = %(attempts)s,
-        lease_owner = %(owner)s,
-        lease_expires_at = CASE WHEN %(owner)s = '' THEN NULL
-                           ELSE clock_timestamp() + make_interval(secs => %(lease)s) END,
-        output = %(output)s::jsonb,
-        error = %(error)s::jsonb,
-        not_before = %(not_before)s,
-        waiting_for = %(waiting_for)s,
-        wake_payload = NULL,
-        state_schema_version = %(schema_version)s,
-        event_seq = event_seq + 1,
-        finished_at = CASE WHEN %(status)s IN ('succeeded', 'failed') OR cancel_requested
-                      THEN clock_timestamp() END,
-        updated_at = clock_timestamp()
-    WHERE id = %(run)s AND version = %(version)s AND lease_owner = %(worker)s
-    RETURNING id, status, version, event_seq
-), cp AS (
-    INSERT INTO agents_checkpoint
-        (tenant_id, run_id, seq, step, next_step, state, schema_version, messages_upto,
-         created_at)
-    SELECT %(tenant)s, r.id, %(seq)s, %(step)s, %(next_step)s, %(state)s::jsonb,
-           %(schema_version)s, %(messages_upto)s, clock_timestamp()
-    FROM r
-), att AS (
-    INSERT INTO agents_stepattempt
-        (tenant_id, run_id, seq, attempt, step, worker, started_at, ended_at, outcome,
-         error_class, error_code, message, traceback, duration_ms)
-    SELECT %(tenant)s, r.id, %(seq)s, %(attempt)s, %(step)s, %(worker)s, %(started_at)s,
-           clock_timestamp(), 'succeeded', '', '', '', '', %(duration_ms)s
-    FROM r
-), ev AS (
-    INSERT INTO agents_runevent (tenant_id, run_id, seq, kind, data, created_at)
-    SELECT %(tenant)s, r.id, r.event_seq, 'step.finished',
-           jsonb_build_object('step', %(step)s::text, 'step_seq', %(seq)s::int,
-                              'attempt', %(attempt)s::int, 'status', r.status,
-                              'next_step', %(next_step)s::text,
-                              'duration_ms', round(%(duration_ms)s::numeric, 1)),
-           clock_timestamp()
-    FROM r
-)
-SELECT status, version, event_seq FROM r
+SELECT * FROM agents_persist_step(
+    p_tenant => %(tenant)s,
+    p_run => %(run)s,
+    p_version => %(version)s,
+    p_worker => %(worker)s,
+    p_status => %(status)s,
+    p_next_step => %(next_step)s,
+    p_seq => %(seq)s,
+    p_attempts => %(attempts)s,
+    p_owner => %(owner)s,
+    p_output => %(output)s,
+    p_error => %(error)s,
+    p_not_before => %(not_before)s,
+    p_waiting_for => %(waiting_for)s,
+    p_schema_version => %(schema_version)s,
+    p_step => %(step)s,
+    p_state => %(state)s,
+    p_messages_upto => %(messages_upto)s,
+    p_attempt => %(attempt)s,
+    p_started_at => %(started_at)s,
+    p_duration_ms => %(duration_ms)s)
 """
 
 FAILURE_SQL = """
@@ -246,6 +188,14 @@ class Written(NamedTuple):
     status: str
     version: int
     event_seq: int  # the number of the event this write recorded (agents_runevent)
+
+
+def persist(params: dict) -> Written | None:
+    """Persist a step (agents_persist_step); None means another worker superseded us."""
+    with connection.cursor() as cursor:
+        cursor.execute(PERSIST_SQL, params)
+        row = cursor.fetchone()
+    return Written(row[0], row[1], row[2]) if row else None
 
 
 def execute_fenced(sql: str, params: dict) -> Written | None:

@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 
 MESSAGE_TYPE = "live.event"  # handled by LiveConsumer.live_event
 MIN_INTERVAL = 0.01  # seconds between two batches of one process's sender
+MAX_CONCURRENT_SENDS = 16  # group_send calls in flight at once (each takes a Redis connection)
 # Sent to the tenant's feeds (runs list, approvals) as well as the run's own group.
 TENANT_KINDS = frozenset(
     {
@@ -123,7 +124,9 @@ class _Sender:
                 batch, self.pending = self.pending, {}
                 waiters, self.waiters = self.waiters, []
             if batch:
-                sends = [layer.group_send(group, msg) for (group, _), msg in batch.items()]
+                # Bounded: each send holds a Redis connection, and the pool has a ceiling.
+                gate = asyncio.Semaphore(MAX_CONCURRENT_SENDS)
+                sends = [_send(layer, gate, group, msg) for (group, _), msg in batch.items()]
                 results = await asyncio.gather(*sends, return_exceptions=True)
                 for result in results:
                     if isinstance(result, BaseException):  # pages catch up from the database
@@ -133,6 +136,11 @@ class _Sender:
             with self.lock:
                 if self.pending or self.waiters:
                     self.wake.set()
+
+
+async def _send(layer: Any, gate: asyncio.Semaphore, group: str, message: dict) -> None:
+    async with gate:
+        await layer.group_send(group, message)
 
 
 _lock = threading.Lock()

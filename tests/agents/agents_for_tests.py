@@ -163,6 +163,31 @@ def nap(ctx):
 
 register(slow)
 
+stroll = Agent("stroll", version=1, first="walk")
+
+
+@stroll.step
+def walk(ctx):
+    """Many short steps in one drive; each one registers a write that commits with it."""
+    import time
+
+    from agents.models import Run
+
+    time.sleep(ctx.run_input.get("pause", 0))
+    done = ctx.state.get("done", 0) + 1
+    calls["walk"] += 1
+    ctx.write_with_step(
+        lambda: Run.objects.filter(pk=ctx.run_id).update(resolution_note=f"walked {done}")
+    )
+    if ctx.run_input.get("explode_at") == done:
+        raise PermanentStepError("the path ends here")
+    if done >= ctx.run_input["steps"]:
+        return finish({"done": done})
+    return goto("walk", done=done)
+
+
+register(stroll)
+
 asks_model = Agent(
     "asks_model",
     version=1,

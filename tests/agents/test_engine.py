@@ -61,6 +61,41 @@ def test_a_run_held_by_a_live_worker_cannot_be_claimed(start, admin):
     assert store.claim(tenant_id=tenant, run_id=run.pk, worker="b", lease_seconds=60) is None
 
 
+def test_the_engine_functions_run_under_row_level_security_for_the_tenant_they_are_given(
+    start, admin, tenant_b, reload
+):
+    run = start("three_steps")
+    other = str(tenant_b.pk)
+    # Named with another tenant's id, the claim cannot see the run, so it takes nothing.
+    assert store.claim(tenant_id=other, run_id=run.pk, worker="a", lease_seconds=60) is None
+    mine = store.claim(tenant_id=str(admin.tenant.pk), run_id=run.pk, worker="a", lease_seconds=60)
+    params = {
+        "tenant": other,
+        "run": str(run.pk),
+        "version": mine.version,
+        "worker": "a",
+        "status": "succeeded",
+        "next_step": "",
+        "seq": 1,
+        "attempts": 0,
+        "owner": "",
+        "output": None,
+        "error": None,
+        "not_before": None,
+        "waiting_for": "",
+        "schema_version": 1,
+        "step": "one",
+        "state": "{}",
+        "messages_upto": 0,
+        "attempt": 1,
+        "started_at": timezone.now(),
+        "duration_ms": 1.0,
+    }
+    assert store.persist(params) is None  # the right fence, the wrong tenant: no write
+    assert (reload(run).status, reload(run).step_seq) == ("running", 0)
+    assert store.persist({**params, "tenant": str(admin.tenant.pk)}).status == "succeeded"
+
+
 def test_a_stale_worker_that_wakes_after_losing_its_lease_writes_nothing(
     start, step, reload, admin, tenant_a
 ):
@@ -343,6 +378,47 @@ def test_a_long_step_keeps_its_lease_alive_so_no_other_worker_takes_over(
     assert stolen == [None] * 6
     assert outcome["r"].status == "succeeded"
     assert reload(run).output == {"slept": 1.6}
+
+
+def test_the_lease_is_kept_alive_across_many_short_steps_that_outlast_it(
+    start, step, reload, admin
+):
+    import threading
+
+    # Persisting a step does not renew the lease (so the run update stays heap-only); the
+    # heartbeat alone keeps it across a drive longer than the lease.
+    run = start("stroll", steps=12, pause=0.12)
+    outcome = {}
+
+    def drive_in_thread():
+        try:
+            outcome["r"] = step(run, lease_seconds=0.5)
+        finally:
+            connection.close()  # this thread's own connection
+
+    worker = threading.Thread(target=drive_in_thread)
+    worker.start()
+    stolen = []
+    while worker.is_alive():
+        connection.cursor().execute("SELECT pg_sleep(0.1)")
+        stolen.append(
+            store.claim(
+                tenant_id=str(admin.tenant.pk), run_id=run.pk, worker="thief", lease_seconds=60
+            )
+        )
+    worker.join()
+    assert len(stolen) >= 8 and not any(stolen)
+    assert (outcome["r"].status, outcome["r"].steps) == ("succeeded", 12)
+
+
+def test_writes_registered_by_a_step_commit_with_it_and_not_with_a_failed_attempt(
+    start, step, reload
+):
+    run = start("stroll", steps=5, explode_at=3)
+    assert step(run).status == "failed"
+    after = reload(run)
+    assert after.step_seq == 2  # two steps persisted, the third raised
+    assert after.resolution_note == "walked 2"  # the third step's write never happened
 
 
 def test_a_429_from_a_real_openai_compatible_server_is_retried_after_its_retry_after(

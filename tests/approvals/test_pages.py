@@ -250,7 +250,7 @@ def test_the_request_page_shows_the_action_arguments_reason_transcript_memory_an
     assert "Refund money to the customer through the payment provider." in page
     assert "Refund 400.00 USD for order A-1001: duplicate charge." in page  # the reason
     assert "Please refund $400 for order A-1001, I was charged twice" in page  # transcript
-    assert "no long-term memory layer yet" in page
+    assert "The step retrieved no remembered facts about this person." in page
     assert "<code>approval.requested</code> by agent" in page
     assert ">Approve</button>" in page and ">Reject</button>" in page
     assert 'name="arg-amount" value="400.00"' in page

@@ -105,7 +105,7 @@ def test_a_manager_approves_the_paused_refund_with_a_smaller_amount_and_it_is_re
     expect(page.get_by_role("heading", level=1)).to_have_text("issue_refund for 400.00")
     expect(page.locator(".reason")).to_contain_text("Refund 400.00 USD for order A-1001")
     expect(page.locator(".transcript")).to_contain_text(MESSAGE)
-    expect(page.get_by_text("no long-term memory layer yet")).to_be_visible()
+    expect(page.get_by_text("The step retrieved no remembered facts")).to_be_visible()
     expect(page.locator(".audit-trail")).to_contain_text("approval.requested")
     screenshot(page, "approval-detail")
 

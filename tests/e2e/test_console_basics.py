@@ -43,12 +43,12 @@ def test_an_admin_logs_in_and_sees_every_section(page, console_url, acme):
     log_in(page, console_url, "ada")
     expect(page.get_by_role("heading", level=1)).to_have_text("Acme")
     nav = page.get_by_role("navigation", name="Main")
-    for name in ["Runs", "Approvals", "My memory", "Admin"]:
+    for name in ["Runs", "Conversations", "Approvals", "My memory", "Console", "Admin"]:
         expect(nav.get_by_role("link", name=name)).to_be_visible()
     screenshot(page, "home-admin")
     nav.get_by_role("link", name="My memory").click()
-    expect(page.get_by_role("heading", name="Not built yet")).to_be_visible()
-    screenshot(page, "coming-soon")
+    expect(page.get_by_role("heading", level=1)).to_have_text("What we remember about you")
+    screenshot(page, "my-memory")
 
 
 def test_a_member_does_not_see_the_admin_section(page, console_url, acme):

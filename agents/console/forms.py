@@ -1,0 +1,107 @@
+"""Forms of the admin console: the runs filter, and the inputs of each action."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from django import forms
+
+from agents.console.stuck import REASONS
+from agents.definitions import all_agents
+from agents.forms import parse_cursor
+from agents.models import RunStatus
+
+AGES = {
+    "lt1h": ("Created in the last hour", None),
+    "gt1h": ("Older than an hour", dt.timedelta(hours=1)),
+    "gt1d": ("Older than a day", dt.timedelta(days=1)),
+    "gt7d": ("Older than a week", dt.timedelta(days=7)),
+}
+
+
+class ConsoleFilterForm(forms.Form):
+    status = forms.ChoiceField(required=False, choices=())
+    agent = forms.ChoiceField(required=False, choices=())
+    stuck = forms.ChoiceField(required=False, choices=())
+    age = forms.ChoiceField(required=False, choices=())
+    user = forms.CharField(required=False, max_length=150, label="End user")
+    before = forms.CharField(required=False, max_length=100)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["status"].choices = [("", "Any status"), *RunStatus.choices]
+        self.fields["agent"].choices = [("", "Any agent")] + [
+            (a.name, a.name) for a in all_agents()
+        ]
+        self.fields["stuck"].choices = [
+            ("", "Stuck or not"),
+            ("any", "Stuck, any reason"),
+            *[(code, r.label) for code, r in REASONS.items()],
+        ]
+        self.fields["age"].choices = [("", "Any age")] + [(k, v[0]) for k, v in AGES.items()]
+
+    def clean_user(self) -> str:
+        return self.cleaned_data["user"].strip()
+
+    def clean_before(self) -> tuple[dt.datetime, uuid.UUID] | None:
+        raw = self.cleaned_data["before"]
+        return parse_cursor(raw) if raw else None
+
+    def kept(self) -> dict[str, str]:
+        """The filters (not the position) as query parameters."""
+        data = self.cleaned_data
+        return {k: data[k] for k in ("status", "agent", "stuck", "age", "user") if data[k]}
+
+
+class VersionForm(forms.Form):
+    """Every action names the version of the run the admin was looking at."""
+
+    version = forms.IntegerField(min_value=1)
+
+
+class ResolveForm(VersionForm):
+    note = forms.CharField(required=False, max_length=2000, widget=forms.Textarea)
+
+
+class StateForm(VersionForm):
+    state = forms.CharField(max_length=1_000_000, widget=forms.Textarea, strip=False)
+
+
+class ReplayForm(VersionForm):
+    seq = forms.IntegerField(min_value=0, label="From checkpoint")
+    mode = forms.ChoiceField(
+        choices=[("new", "As a new run"), ("rewind", "Rewind this run")], initial="new"
+    )
+    repeat_side_effects = forms.BooleanField(
+        required=False, label="Make recorded side-effecting tool calls again"
+    )
+
+
+class BulkForm(forms.Form):
+    action = forms.ChoiceField(
+        choices=[
+            ("resume", "Resume"),
+            ("retry", "Retry failed step"),
+            ("cancel", "Cancel"),
+            ("resolve", "Mark resolved"),
+        ]
+    )
+    # Each checked row sends "<run id>:<version>".
+    runs = forms.MultipleChoiceField(choices=(), required=True)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        values = self.data.getlist("runs") if hasattr(self.data, "getlist") else []
+        self.fields["runs"].choices = [(v, v) for v in values]
+
+    def clean_runs(self) -> list[tuple[uuid.UUID, int]]:
+        items = []
+        for raw in self.cleaned_data["runs"][:200]:
+            pk, _, version = raw.partition(":")
+            try:
+                items.append((uuid.UUID(pk), int(version)))
+            except ValueError:
+                raise forms.ValidationError("Not a run of this list.") from None
+        return items

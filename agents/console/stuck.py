@@ -1,0 +1,220 @@
+"""Stuck runs: which runs need a person, why in plain words, and what to do about it.
+
+Each reason is one condition on `agents_run` that an index serves (status first, or the
+tenant then status); `stuck_q()` ORs them for the console's filter and the beat job, and
+`annotate()` adds one boolean per reason to a page of runs so each row can say why.
+A run an admin marked resolved drops out until the run changes again (`updated_at`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db.models import (
+    BooleanField,
+    DateTimeField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
+from django.db.models.functions import Coalesce, Greatest
+from django.db.models.lookups import LessThan
+
+from agents.definitions import all_agents
+from agents.models import FINISHED, Run, RunEvent, RunStatus
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str
+    label: str
+    explanation: str  # plain words, for the admin
+    action: str  # the console action that usually fixes it
+    advice: str
+
+
+REASONS: dict[str, Reason] = {
+    r.code: r
+    for r in [
+        Reason(
+            "lease_expired",
+            "Worker lost",
+            "The worker running this step stopped answering: its lease expired, so it most "
+            "likely crashed, was killed or lost its network.",
+            "resume",
+            "Resume it: another worker continues from the last checkpoint (recorded side "
+            "effects are not repeated).",
+        ),
+        Reason(
+            "retries_exhausted",
+            "Retries used up",
+            "The step kept failing with temporary errors (rate limits, timeouts, 5xx) until "
+            "its retry budget ran out, so the run failed.",
+            "retry",
+            "Check the last attempt's error; once the cause is gone, retry the failed step.",
+        ),
+        Reason(
+            "approval_overdue",
+            "Approval overdue",
+            "The run is waiting for a person to approve or reject, and the request is past "
+            "its deadline.",
+            "cancel",
+            "Ask an approver to decide it in the approvals inbox, or cancel the run.",
+        ),
+        Reason(
+            "timer_overdue",
+            "Timer overdue",
+            "The run was sleeping until a time that has passed (plus a grace period), but "
+            "nothing woke it: the beat scheduler may not be running.",
+            "resume",
+            "Resume it now, and check that Celery beat is running.",
+        ),
+        Reason(
+            "queued_too_long",
+            "Not picked up",
+            "The run has been queued for longer than the threshold and no worker took it: "
+            "no worker may be consuming the queue.",
+            "resume",
+            "Check /readyz for live workers, then resume it to queue it again.",
+        ),
+        Reason(
+            "code_missing",
+            "Code missing",
+            "The agent, its current step or its state version no longer exists in the "
+            "deployed code, so no worker can run it.",
+            "cancel",
+            "Deploy the missing agent version (or a state migration) and retry, or edit the "
+            "state, replay from a checkpoint, or cancel the run.",
+        ),
+    ]
+}
+
+# Failures that mean the code the run needs is not deployed.
+CODE_ERRORS = ("unknown_agent", "unknown_step", "state_migration_failed")
+
+
+def _timer_grace() -> dt.timedelta:
+    return dt.timedelta(seconds=settings.AGENTSTATE_STUCK_TIMER_GRACE_SECONDS)
+
+
+def _queued_limit() -> dt.timedelta:
+    return dt.timedelta(seconds=settings.AGENTSTATE_STUCK_QUEUED_SECONDS)
+
+
+def _unresolved() -> Q:
+    return Q(resolved_at__isnull=True) | Q(resolved_at__lt=F("updated_at"))
+
+
+def _approval_overdue(now: dt.datetime) -> Exists:
+    from approvals.models import ApprovalRequest, ApprovalStatus
+
+    return Exists(
+        ApprovalRequest.objects.filter(
+            run_id=OuterRef("pk"), status=ApprovalStatus.PENDING, due_at__lt=now
+        )
+    )
+
+
+def _queued_since() -> Greatest:
+    # The run's latest event is what put it in the queue (a step that yielded, a retry, a
+    # resume); the recovery sweep sets not_before when it requeues or wakes a run without one.
+    last_event = RunEvent.objects.filter(run_id=OuterRef("pk"), seq=OuterRef("event_seq"))
+    return Greatest(
+        Coalesce(F("not_before"), F("created_at")),
+        Coalesce(Subquery(last_event.values("created_at")[:1]), F("created_at")),
+        output_field=DateTimeField(),
+    )
+
+
+def _code_missing() -> Q:
+    """Runs that need code this deployment does not have."""
+    known = Q(pk__in=[])
+    for agent in all_agents():
+        known |= (
+            Q(agent=agent.name, current_step__in=list(agent.steps))
+            & Q(agent_version__lte=agent.version)
+            & Q(state_schema_version__lte=agent.state_version)
+            & Q(state_schema_version__gte=_oldest_migratable(agent))
+        )
+    active = ~Q(status__in=FINISHED) & ~known
+    failed = Q(status=RunStatus.FAILED, error__code__in=CODE_ERRORS)
+    return active | failed
+
+
+def _oldest_migratable(agent) -> int:
+    version = agent.state_version
+    while version - 1 in agent.migrations:
+        version -= 1
+    return version
+
+
+def conditions(now: dt.datetime) -> dict[str, Q]:
+    """The condition of each reason (without the resolved check)."""
+    return {
+        "lease_expired": Q(status=RunStatus.RUNNING, lease_expires_at__lt=now),
+        "retries_exhausted": Q(status=RunStatus.FAILED, error__code="retries_exhausted"),
+        "approval_overdue": Q(status=RunStatus.WAITING_APPROVAL) & Q(_approval_overdue(now)),
+        "timer_overdue": Q(status=RunStatus.WAITING_TIMER, not_before__lt=now - _timer_grace()),
+        "queued_too_long": Q(status=RunStatus.QUEUED, created_at__lt=now - _queued_limit())
+        & Q(LessThan(_queued_since(), now - _queued_limit())),
+        "code_missing": _code_missing(),
+    }
+
+
+def reason_q(code: str, now: dt.datetime) -> Q:
+    """Runs stuck for reason `code` (and not marked resolved since they last changed)."""
+    return conditions(now)[code] & _unresolved()
+
+
+def stuck_q(now: dt.datetime) -> Q:
+    """Runs stuck for any reason."""
+    found = Q(pk__in=[])
+    for condition in conditions(now).values():
+        found |= condition
+    return found & _unresolved()
+
+
+def annotate(runs: QuerySet[Run], now: dt.datetime) -> QuerySet[Run]:
+    """Add `stuck_<code>` booleans; PostgreSQL computes them only for the rows returned."""
+    unresolved = _unresolved()
+    return runs.annotate(
+        **{
+            f"stuck_{code}": ExpressionWrapper(condition & unresolved, output_field=BooleanField())
+            for code, condition in conditions(now).items()
+        }
+    )
+
+
+def reasons_of(run: Run) -> list[Reason]:
+    """The reasons an annotated run is stuck, in the order of REASONS."""
+    return [reason for code, reason in REASONS.items() if getattr(run, f"stuck_{code}", False)]
+
+
+def diagnose(run: Run, now: dt.datetime) -> list[Reason]:
+    """The reasons one run is stuck (one query)."""
+    annotated = annotate(Run.objects.for_tenant(run.tenant_id).filter(pk=run.pk), now).first()
+    return reasons_of(annotated) if annotated is not None else []
+
+
+def counts(runs: QuerySet[Run], now: dt.datetime) -> dict[str, int]:
+    """How many of `runs` are stuck for each reason (one query per reason, each indexed:
+    across tenants, where each reason's status is a small slice of a huge table)."""
+    return {code: runs.filter(reason_q(code, now)).count() for code in REASONS}
+
+
+def tenant_counts(runs: QuerySet[Run], now: dt.datetime) -> dict[str, int]:
+    """The same for one tenant's runs, in one query: only runs that are not succeeded or
+    cancelled can be stuck, and the (tenant, status) index finds those."""
+    from django.db.models import Count
+
+    candidates = runs.exclude(status__in=[RunStatus.SUCCEEDED, RunStatus.CANCELLED])
+    found = candidates.filter(_unresolved()).aggregate(
+        **{code: Count("pk", filter=cond) for code, cond in conditions(now).items()}
+    )
+    return {code: found[code] for code in REASONS}

@@ -1,0 +1,255 @@
+"""Pages of the admin console: the runs list with stuck runs, one run, and its actions.
+
+Admins only (403 for every other role); another tenant's run is a 404. Every action posts
+the run's version; if the run changed meanwhile the answer is 409 with the page as it is now.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from agents.console import actions, selectors
+from agents.console.errors import InvalidState, RunChanged
+from agents.console.forms import (
+    BulkForm,
+    ConsoleFilterForm,
+    ReplayForm,
+    ResolveForm,
+    StateForm,
+    VersionForm,
+)
+from agents.models import Run
+from tenants.errors import AppError
+from tenants.models import Scope
+from tenants.permissions import require_scope
+from tenants.principal import Principal
+
+RUNS = "agents/console/runs.html"
+RUN = "agents/console/run.html"
+
+
+def get_run_for_admin(request: HttpRequest, run_id: uuid.UUID) -> Run:
+    """The run of the admin's tenant, or 404 (other tenants' runs do not exist here)."""
+    try:
+        return selectors.tenant_runs(request.principal).get(pk=run_id)  # type: ignore[attr-defined]
+    except (Run.DoesNotExist, ValueError):
+        raise Http404 from None
+
+
+def _partial(request: HttpRequest) -> bool:
+    htmx = request.htmx  # type: ignore[attr-defined]
+    return bool(htmx) and not htmx.history_restore_request
+
+
+def _vary(response: HttpResponse) -> HttpResponse:
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+# --- the runs list ---------------------------------------------------------------------------
+
+
+@require_GET
+@require_scope(Scope.ADMIN)
+def run_list(request: HttpRequest) -> HttpResponse:
+    """Runs of the tenant with filters (status, agent, stuck reason, age, end user)."""
+    context, status = _table(request.principal, ConsoleFilterForm(request.GET))  # type: ignore[attr-defined]
+    if _partial(request):
+        return _vary(render(request, f"{RUNS}#console-table", context, status=status))
+    return _vary(render(request, RUNS, {**context, **_summary(request)}, status=status))
+
+
+def _summary(request: HttpRequest) -> dict[str, Any]:
+    principal = request.principal  # type: ignore[attr-defined]
+    return {
+        "counts": selectors.status_counts(principal),
+        "stuck_counts": selectors.stuck_counts(principal, timezone.now()),
+        "bulk_form": BulkForm(),
+    }
+
+
+def _table(principal: Principal, filters: ConsoleFilterForm) -> tuple[dict[str, Any], int]:
+    if not filters.is_valid():
+        return {"filters": filters, "runs": [], "invalid": True}, 400
+    data = filters.cleaned_data
+    page = selectors.runs_page(
+        principal,
+        now=timezone.now(),
+        status=data["status"],
+        agent=data["agent"],
+        reason=data["stuck"],
+        age=data["age"],
+        user=data["user"],
+        before=data["before"],
+    )
+    keep = filters.kept()
+    return {
+        "filters": filters,
+        "runs": page.runs,
+        "older_url": "?" + urlencode({**keep, "before": page.next_cursor})
+        if page.next_cursor
+        else None,
+        "newest_url": ("?" + urlencode(keep)) if data["before"] else None,
+        "here": urlencode(
+            {**keep, **({"before": filters.data["before"]} if data["before"] else {})}
+        ),
+    }, 200
+
+
+@require_POST
+@require_scope(Scope.ADMIN)
+def run_bulk(request: HttpRequest) -> HttpResponse:
+    """One action on the checked runs; each run succeeds or is refused on its own."""
+    principal = request.principal  # type: ignore[attr-defined]
+    form = BulkForm(request.POST)
+    back = reverse("console_runs") + "?" + request.POST.get("here", "")
+    if not form.is_valid():
+        messages.error(request, "Choose an action and at least one run.")
+        return redirect(back)
+    items = form.cleaned_data["runs"]
+    found = {r.pk: r for r in selectors.tenant_runs(principal).filter(pk__in=[i[0] for i in items])}
+    pairs = [(found[pk], version) for pk, version in items if pk in found]
+    outcomes = actions.runs_bulk(
+        principal=principal, action=form.cleaned_data["action"], items=pairs
+    )
+    done = sum(o.ok for o in outcomes)
+    label = dict(form.fields["action"].choices)[form.cleaned_data["action"]]
+    messages.success(request, f"{label}: done for {done} of {len(items)} run(s).")
+    for o in outcomes:
+        if not o.ok:
+            messages.warning(request, f"Run {o.run_id}: {o.message}")
+    return redirect(back)
+
+
+# --- one run ---------------------------------------------------------------------------------
+
+
+@require_GET
+@require_scope(Scope.ADMIN)
+def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    """The run for repair: why it is stuck, its timeline, checkpoints and diffs, actions."""
+    run = get_run_for_admin(request, run_id)
+    return _vary(_render_run(request, run))
+
+
+def _render_run(
+    request: HttpRequest,
+    run: Run,
+    status: int = 200,
+    *,
+    notice: str = "",
+    state_errors: list[str] | None = None,
+    state_draft: str | None = None,
+    form_errors: str = "",
+) -> HttpResponse:
+    context = selectors.run_console(run, now=timezone.now())
+    context.update(
+        notice=notice,
+        state_errors=state_errors or [],
+        form_errors=form_errors,
+        replay_form=ReplayForm(initial={"seq": run.step_seq}),
+    )
+    if state_draft is not None:
+        context["state_json"] = state_draft
+    template = f"{RUN}#console-run" if _partial(request) else RUN
+    return render(request, template, context, status=status)
+
+
+Action = Callable[[Principal, Run, dict[str, Any]], Run]
+
+ACTIONS: dict[str, tuple[type[VersionForm], Action, str]] = {
+    "retry": (
+        VersionForm,
+        lambda p, r, d: actions.run_retry(principal=p, run=r, version=d["version"]),
+        "The failed step runs again.",
+    ),
+    "resume": (
+        VersionForm,
+        lambda p, r, d: actions.run_resume(principal=p, run=r, version=d["version"]),
+        "Resumed: the run is queued for a worker.",
+    ),
+    "cancel": (
+        VersionForm,
+        lambda p, r, d: actions.run_cancel(principal=p, run=r, version=d["version"]),
+        "Cancelled (a step in progress finishes first).",
+    ),
+    "release": (
+        VersionForm,
+        lambda p, r, d: actions.run_release_lease(principal=p, run=r, version=d["version"]),
+        "Lease released: the run is queued for another worker.",
+    ),
+    "resolve": (
+        ResolveForm,
+        lambda p, r, d: actions.run_resolve(
+            principal=p, run=r, version=d["version"], note=d["note"]
+        ),
+        "Marked resolved.",
+    ),
+    "state": (
+        StateForm,
+        lambda p, r, d: actions.run_edit_state(
+            principal=p, run=r, version=d["version"], state=d["state"]
+        ),
+        "State saved.",
+    ),
+    "replay": (
+        ReplayForm,
+        lambda p, r, d: actions.run_replay(
+            principal=p,
+            run=r,
+            version=d["version"],
+            seq=d["seq"],
+            as_new_run=d["mode"] == "new",
+            repeat_side_effects=d["repeat_side_effects"],
+        ),
+        "Replaying from the checkpoint.",
+    ),
+}
+
+
+@require_POST
+@require_scope(Scope.ADMIN)
+def run_action(request: HttpRequest, run_id: uuid.UUID, action: str) -> HttpResponse:
+    """Apply one action; 409 with a fresh view if the run changed, 400 if the input is bad."""
+    if action not in ACTIONS:
+        raise Http404
+    run = get_run_for_admin(request, run_id)
+    form_class, apply, done = ACTIONS[action]
+    form = form_class(request.POST)
+    if not form.is_valid():
+        errors = "; ".join(f"{f}: {' '.join(e)}" for f, e in form.errors.items())
+        return _render_run(request, run, 400, form_errors=errors)
+    try:
+        result = apply(request.principal, run, form.cleaned_data)  # type: ignore[attr-defined]
+    except InvalidState as exc:
+        return _render_run(
+            request, run, 400, state_errors=exc.problems, state_draft=form.data.get("state", "")
+        )
+    except RunChanged as exc:
+        return _render_run(request, _reload(run), exc.status, notice=exc.message)
+    except AppError as exc:
+        return _render_run(request, _reload(run), exc.status, form_errors=exc.message)
+    if result.pk != run.pk:  # replayed as a new run: go there
+        url = reverse("console_run", args=[result.pk])
+        messages.success(request, f"{done} A new run was started.")
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)  # type: ignore[attr-defined]
+    if not request.htmx:  # type: ignore[attr-defined]
+        messages.success(request, done)
+        return redirect("console_run", run_id=run.pk)
+    return _render_run(request, result, notice=done)
+
+
+def _reload(run: Run) -> Run:
+    return Run.objects.for_tenant(run.tenant_id).get(pk=run.pk)

@@ -1,0 +1,205 @@
+"""Operations endpoints: /healthz (the process answers), /readyz (database, Redis, broker and
+at least one live worker), /metrics (Prometheus).
+
+They are answered by `OpsMiddleware`, first in the stack: no session, no request
+transaction, so a probe costs nothing it does not check. Metrics that live in the database
+(runs by status, stuck runs, pending approvals) are counted at scrape time, so they are
+right whichever process serves the scrape; engine counters come from Redis
+(agents/console/metrics.py); the queue depth is the broker list's length.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+
+def healthz(request: HttpRequest) -> HttpResponse:
+    """The process is up (and touches nothing else)."""
+    return JsonResponse({"status": "ok"})
+
+
+def _check(fn: Callable[[], str]) -> dict[str, Any]:
+    started = time.perf_counter()
+    try:
+        detail, ok = fn(), True
+    except Exception as exc:  # noqa: BLE001 - every failure is a "not ready" answer
+        detail, ok = f"{type(exc).__name__}: {exc}"[:300], False
+    return {"ok": ok, "detail": detail, "ms": round((time.perf_counter() - started) * 1000, 1)}
+
+
+def _database() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+    return "ok"
+
+
+def _redis() -> str:
+    from agents.console.metrics import redis_client
+
+    redis_client().ping()
+    return "ok"
+
+
+def _broker() -> str:
+    from config.celery import app
+
+    timeout = settings.AGENTSTATE_READY_PING_TIMEOUT_SECONDS
+    with app.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=1, timeout=timeout)
+    return "ok"
+
+
+def _workers() -> str:
+    from config.celery import app
+
+    replies = app.control.ping(timeout=settings.AGENTSTATE_READY_PING_TIMEOUT_SECONDS)
+    names = sorted(name for reply in replies or [] for name in reply)
+    if not names:
+        raise RuntimeError("no Celery worker answered a ping")
+    return f"{len(names)} worker(s): {', '.join(names)[:200]}"
+
+
+def readyz(request: HttpRequest) -> HttpResponse:
+    """503 unless the database, Redis and the broker answer and at least one worker is live."""
+    checks = {
+        "database": _check(_database),
+        "redis": _check(_redis),
+        "broker": _check(_broker),
+    }
+    # Pinging workers goes through the broker: pointless (and slow) if it is down.
+    checks["workers"] = (
+        _check(_workers)
+        if checks["broker"]["ok"]
+        else {"ok": False, "detail": "broker unreachable", "ms": 0}
+    )
+    ready = all(c["ok"] for c in checks.values())
+    body = {"status": "ready" if ready else "not ready", "checks": checks}
+    return JsonResponse(body, status=200 if ready else 503)
+
+
+class DatabaseCollector:
+    """Counts read at scrape time: runs by status, stuck runs by reason, pending approvals,
+    the queue's depth, and the engine counters workers keep in Redis."""
+
+    def collect(self) -> Iterator[Metric]:
+        yield from _database_metrics()
+        yield from _redis_metrics()
+
+
+def _database_metrics() -> Iterator[Metric]:
+    from django.db.models import Count
+    from django.utils import timezone
+
+    from agents.console import stuck
+    from agents.models import Run, RunStatus
+    from approvals.models import ApprovalRequest, ApprovalStatus
+    from tenants.context import system_context
+
+    now = timezone.now()
+    with system_context("metrics_scrape"):
+        by_status = dict(Run.objects.order_by().values_list("status").annotate(n=Count("id")))
+        stuck_counts = stuck.counts(Run.objects.all(), now)
+        pending = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING).count()
+    runs = GaugeMetricFamily("agentstate_runs", "Runs by status.", labels=["status"])
+    for status in RunStatus.values:
+        runs.add_metric([status], by_status.get(status, 0))
+    yield runs
+    stuck_gauge = GaugeMetricFamily(
+        "agentstate_stuck_runs", "Runs that need an admin, by reason.", labels=["reason"]
+    )
+    for code, n in stuck_counts.items():
+        stuck_gauge.add_metric([code], n)
+    yield stuck_gauge
+    yield GaugeMetricFamily(
+        "agentstate_approvals_pending", "Approval requests waiting for a decision.", value=pending
+    )
+
+
+def _redis_metrics() -> Iterator[Metric]:
+    from agents.console import metrics
+
+    queue = settings.AGENTSTATE_QUEUE_NAME
+    depth = GaugeMetricFamily(
+        "agentstate_queue_depth", "Messages waiting in the Celery queue.", labels=["queue"]
+    )
+    depth.add_metric([queue], metrics.redis_client().llen(queue))
+    yield depth
+    stored = metrics.read()
+    durations = stored["durations"]
+    buckets, running = [], 0.0
+    for le in metrics.BUCKETS:
+        running += durations.get(str(le), 0)
+        buckets.append((str(le), running))
+    buckets.append(("+Inf", running + durations.get("+Inf", 0)))
+    yield HistogramMetricFamily(
+        "agentstate_step_duration_seconds",
+        "Time a step took, from claim to persisted checkpoint.",
+        buckets=buckets,
+        sum_value=durations.get("sum", 0.0),
+    )
+    steps = CounterMetricFamily(
+        "agentstate_step_attempts", "Step attempts by outcome.", labels=["outcome"]
+    )
+    for outcome in ("succeeded", "retrying", "failed"):
+        steps.add_metric([outcome], stored["steps"].get(outcome, 0))
+    yield steps
+    yield CounterMetricFamily(
+        "agentstate_step_retries",
+        "Failed step attempts that will be retried.",
+        value=stored["steps"].get("retrying", 0),
+    )
+    sweeps = CounterMetricFamily(
+        "agentstate_sweep_runs", "Runs touched by beat sweeps.", labels=["sweep", "what"]
+    )
+    for field, n in sorted(stored["sweeps"].items()):
+        sweep, _, what = field.partition(":")
+        sweeps.add_metric([sweep, what], n)
+    yield sweeps
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus text exposition."""
+    allowed = settings.AGENTSTATE_METRICS_ALLOWED_IPS
+    if allowed and request.META.get("REMOTE_ADDR") not in allowed:
+        return HttpResponse("Forbidden\n", status=403, content_type="text/plain")
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DatabaseCollector())  # type: ignore[arg-type]
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+
+
+ROUTES: dict[str, Callable[[HttpRequest], HttpResponse]] = {
+    "/healthz": healthz,
+    "/readyz": readyz,
+    "/metrics": metrics,
+}
+
+
+class OpsMiddleware:
+    """Answer the operations endpoints before sessions and the request transaction."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        view = ROUTES.get(request.path_info.rstrip("/") or "/")
+        if view is None:
+            return self.get_response(request)
+        if request.method not in ("GET", "HEAD"):
+            return HttpResponse(status=405, headers={"Allow": "GET, HEAD"})
+        response = view(request)
+        response["Cache-Control"] = "no-store"
+        return response

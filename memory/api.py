@@ -1,0 +1,195 @@
+"""REST endpoints of the memory app: facts of a subject (CRUD and search), export,
+delete-all, and the one-time privacy link for a tenant's own app.
+
+API keys act for any member of their tenant; a signed-in person acts for themselves, and a
+manager or admin may read a member's facts while the tenant grants support access (audited).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agents.api import AgentsAPIView
+from agents.idempotency import idempotent
+from agents.serializers import ErrorSerializer
+from memory import links, selectors, services
+from memory import serializers as s
+from memory.models import SourceKind
+from tenants.errors import NotFound
+from tenants.principal import Principal
+from tenants.services import audit_record
+
+TAGS = ["memory"]
+
+
+def _errors(*codes: int) -> dict[int, OpenApiResponse]:
+    return {code: OpenApiResponse(ErrorSerializer) for code in codes}
+
+
+def _subject(request: Request, subject_id: Any, *, write: bool = False) -> Any:
+    """The subject this caller may act for; 404 otherwise. Support reads are audited."""
+    principal: Principal = request.principal  # type: ignore[attr-defined]
+    subject = selectors.subject_for(principal, subject_id)
+    own = principal.user is not None and subject.pk == principal.user.pk
+    if principal.user is not None and not own:
+        if write:
+            raise NotFound()  # support access is read-only
+        audit_record(
+            tenant=principal.tenant,
+            actor=principal,
+            action="memory.support_viewed",
+            target_type="auth.user",
+            target_id=str(subject.pk),
+        )
+    return subject
+
+
+class SubjectFactsView(AgentsAPIView):
+    @extend_schema(
+        operation_id="memory_facts_list",
+        tags=TAGS,
+        responses={200: s.FactListSerializer, **_errors(404)},
+    )
+    def get(self, request: Request, subject_id: int) -> Response:
+        """The subject's live facts, newest first per category."""
+        subject = _subject(request, subject_id)
+        facts = selectors.live_facts(tenant_id=request.principal.tenant.pk, subject_id=subject.pk)
+        return Response({"results": [selectors.fact_json(f) for f in facts]})
+
+    @extend_schema(
+        operation_id="memory_facts_create",
+        tags=TAGS,
+        request=s.FactCreateSerializer,
+        responses={201: s.FactSerializer, **_errors(400, 403, 404, 422)},
+    )
+    @idempotent
+    def post(self, request: Request, subject_id: int) -> Response:
+        """Remember a fact about the subject (same text again refreshes; same key supersedes)."""
+        subject = _subject(request, subject_id, write=True)
+        data = s.FactCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        own = request.principal.user is not None
+        fact = services.fact_remember(
+            tenant_id=request.principal.tenant.pk,
+            subject_id=subject.pk,
+            source_kind=SourceKind.USER if own else SourceKind.API,
+            **data.validated_data,
+        )
+        return Response(selectors.fact_json(fact), status=201)
+
+
+def _fact(request: Request, fact_id: Any, *, write: bool = False):
+    principal: Principal = request.principal  # type: ignore[attr-defined]
+    if principal.user is not None:
+        return selectors.fact_for(principal, fact_id)  # a person: their own facts only
+    fact = selectors.fact_in_tenant(principal, fact_id)
+    return fact
+
+
+class FactView(AgentsAPIView):
+    @extend_schema(
+        operation_id="memory_facts_retrieve",
+        tags=TAGS,
+        responses={200: s.FactSerializer, **_errors(404)},
+    )
+    def get(self, request: Request, fact_id: Any) -> Response:
+        """One fact (live or a past version)."""
+        return Response(selectors.fact_json(_fact(request, fact_id)))
+
+    @extend_schema(
+        operation_id="memory_facts_update",
+        tags=TAGS,
+        request=s.FactEditSerializer,
+        responses={200: s.FactSerializer, **_errors(400, 404, 409, 422)},
+    )
+    def patch(self, request: Request, fact_id: Any) -> Response:
+        """Correct a fact: answers the new version; the old one is kept as history."""
+        fact = _fact(request, fact_id, write=True)
+        data = s.FactEditSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        new = services.fact_edit(
+            actor=request.principal, fact=fact, text=data.validated_data["text"]
+        )
+        return Response(selectors.fact_json(new))
+
+    @extend_schema(
+        operation_id="memory_facts_destroy", tags=TAGS, responses={204: None, **_errors(404)}
+    )
+    def delete(self, request: Request, fact_id: Any) -> Response:
+        """Forget a fact completely: every version, its embedding, summaries quoting it."""
+        services.fact_delete(actor=request.principal, fact=_fact(request, fact_id, write=True))
+        return Response(status=204)
+
+
+class SearchView(AgentsAPIView):
+    @extend_schema(
+        operation_id="memory_search",
+        tags=TAGS,
+        parameters=[s.SearchQuerySerializer],
+        responses={200: s.SearchResultSerializer, **_errors(400, 404)},
+    )
+    def get(self, request: Request, subject_id: int) -> Response:
+        """The subject's facts most relevant to `q` (hybrid, or full text without embeddings)."""
+        subject = _subject(request, subject_id)
+        query = s.SearchQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        found = selectors.search_facts(
+            tenant_id=request.principal.tenant.pk,
+            subject_id=subject.pk,
+            query=query.validated_data["q"],
+            limit=query.validated_data["limit"],
+        )
+        return Response(s.SearchResultSerializer(found).data)
+
+
+class ExportView(AgentsAPIView):
+    @extend_schema(operation_id="memory_export", tags=TAGS, responses={200: dict, **_errors(404)})
+    def get(self, request: Request, subject_id: int) -> Response:
+        """Everything remembered about the subject, with history, and their transcripts."""
+        subject = _subject(request, subject_id)
+        return Response(selectors.export(tenant_id=request.principal.tenant.pk, subject=subject))
+
+
+class DeleteAllView(AgentsAPIView):
+    @extend_schema(
+        operation_id="memory_delete_all",
+        tags=TAGS,
+        request=None,
+        responses={200: s.DeletedSerializer, **_errors(404)},
+    )
+    @idempotent
+    def post(self, request: Request, subject_id: int) -> Response:
+        """Forget everything remembered about the subject in this tenant."""
+        subject = _subject(request, subject_id, write=True)
+        deleted = services.facts_delete_all(
+            actor=request.principal, tenant_id=request.principal.tenant.pk, subject_id=subject.pk
+        )
+        return Response({"deleted": deleted})
+
+
+class PrivacyLinkView(AgentsAPIView):
+    @extend_schema(
+        operation_id="memory_privacy_link_create",
+        tags=TAGS,
+        request=None,
+        responses={201: s.PrivacyLinkSerializer, **_errors(403, 404)},
+    )
+    def post(self, request: Request, subject_id: int) -> Response:
+        """A signed one-time link (relative URL) that opens the end user's privacy page."""
+        principal: Principal = request.principal  # type: ignore[attr-defined]
+        if principal.user is not None:
+            raise NotFound()  # for integrations: people open their page themselves
+        subject = selectors.subject_for(principal, subject_id)
+        url, expires_in = links.link_make(tenant_id=principal.tenant.pk, subject_id=subject.pk)
+        audit_record(
+            tenant=principal.tenant,
+            actor=principal,
+            action="memory.privacy_link_made",
+            target_type="auth.user",
+            target_id=str(subject.pk),
+        )
+        return Response({"url": url, "expires_in": expires_in}, status=201)

@@ -1,0 +1,41 @@
+"""Forms of the memory pages: they validate input; the services decide."""
+
+from __future__ import annotations
+
+from django import forms
+
+from memory.services import MAX_TEXT
+
+
+class FactEditForm(forms.Form):
+    text = forms.CharField(max_length=MAX_TEXT, strip=True)
+
+
+class DeleteAllForm(forms.Form):
+    confirm = forms.BooleanField(
+        required=True, error_messages={"required": "Tick the box to confirm."}
+    )
+
+
+class PolicyForm(forms.Form):
+    category = forms.RegexField(
+        regex=r"^[a-z][a-z0-9_]{0,39}$",
+        max_length=40,
+        error_messages={"invalid": "Lowercase letters, digits and _ only."},
+    )
+    label = forms.CharField(max_length=100, required=False)
+    ttl_days = forms.IntegerField(
+        label="Keep for (days)",
+        min_value=1,
+        max_value=36500,
+        required=False,
+        help_text="Empty: the tenant's memory retention.",
+    )
+    max_facts_per_subject = forms.IntegerField(
+        label="At most per person", min_value=1, max_value=10000, initial=200
+    )
+    agents_may_write = forms.BooleanField(required=False)
+
+
+class SupportAccessForm(forms.Form):
+    support_access = forms.BooleanField(required=False)

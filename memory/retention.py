@@ -1,0 +1,140 @@
+"""Retention sweeps run by Celery beat: expired facts, old conversations, checkpoints of
+finished runs, idempotency records. Each batch is its own short transaction (no long locks)
+inside a named system context, and each sweep's counts go to the audit log.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from tenants.context import system_context
+
+# Whole lineages whose live version expired: history goes with the fact it explains.
+PURGE_EXPIRED_SQL = """
+WITH doomed AS (
+    SELECT lineage FROM memory_memoryfact
+     WHERE expires_at < %(now)s AND valid_until IS NULL
+     ORDER BY expires_at
+     LIMIT %(batch)s
+       FOR UPDATE SKIP LOCKED
+)
+DELETE FROM memory_memoryfact f USING doomed d
+ WHERE f.lineage = d.lineage
+RETURNING f.tenant_id
+"""
+# Old versions whose own retention ended while the live version lives on.
+PURGE_OLD_VERSIONS_SQL = """
+DELETE FROM memory_memoryfact
+ WHERE id IN (SELECT id FROM memory_memoryfact
+               WHERE expires_at < %(now)s AND valid_until IS NOT NULL
+               LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+RETURNING tenant_id
+"""
+OLD_SESSIONS_SQL = """
+SELECT s.id, s.tenant_id FROM agents_agentsession s
+  JOIN tenants_tenant t ON t.id = s.tenant_id
+ WHERE t.conversation_retention_days IS NOT NULL
+   AND s.updated_at < %(now)s - make_interval(days => t.conversation_retention_days)
+   AND NOT EXISTS (SELECT 1 FROM agents_run r
+                    WHERE r.session_id = s.id
+                      AND r.status NOT IN ('succeeded', 'failed', 'cancelled'))
+ LIMIT %(batch)s
+"""
+OLD_CHECKPOINTS_SQL = """
+DELETE FROM agents_checkpoint
+ WHERE id IN (
+    SELECT c.id FROM agents_checkpoint c
+      JOIN agents_run r ON r.id = c.run_id
+      JOIN tenants_tenant t ON t.id = r.tenant_id
+     WHERE r.status IN ('succeeded', 'failed', 'cancelled')
+       AND t.checkpoint_retention_days IS NOT NULL
+       AND r.finished_at < %(now)s - make_interval(days => t.checkpoint_retention_days)
+     LIMIT %(batch)s
+       FOR UPDATE OF c SKIP LOCKED)
+RETURNING tenant_id
+"""
+
+
+def _batched(name: str, sql: str, *, now: dt.datetime, batch: int, max_batches: int) -> Counter:
+    """Run a DELETE … RETURNING tenant_id batch by batch, each in its own transaction."""
+    per_tenant: Counter = Counter()
+    for _ in range(max_batches):
+        with system_context(name) as ctx, connection.cursor() as cursor:
+            cursor.execute(sql, {"now": now, "batch": batch})
+            rows = Counter(str(r[0]) for r in cursor.fetchall())
+            if rows:
+                ctx.record(deleted=sum(rows.values()), by_tenant=dict(rows))
+        per_tenant.update(rows)
+        if sum(rows.values()) < batch:
+            break
+    return per_tenant
+
+
+def purge_expired_facts(
+    *, now: dt.datetime | None = None, batch: int | None = None, max_batches: int = 1000
+) -> int:
+    """Hard-delete facts past their expiry (with their history), in batches."""
+    now = now or timezone.now()
+    batch = batch or settings.MEMORY_PURGE_BATCH
+    heads = _batched(
+        "memory_ttl_sweep", PURGE_EXPIRED_SQL, now=now, batch=batch, max_batches=max_batches
+    )
+    old = _batched(
+        "memory_ttl_sweep", PURGE_OLD_VERSIONS_SQL, now=now, batch=batch, max_batches=max_batches
+    )
+    return sum(heads.values()) + sum(old.values())
+
+
+def purge_old_sessions(
+    *, now: dt.datetime | None = None, batch: int = 200, max_batches: int = 100
+) -> int:
+    """Delete conversations (and their transcripts and runs) past the tenant's retention."""
+    from agents.models import AgentSession
+
+    now = now or timezone.now()
+    total = 0
+    for _ in range(max_batches):
+        with system_context("conversation_retention") as ctx, connection.cursor() as cursor:
+            cursor.execute(OLD_SESSIONS_SQL, {"now": now, "batch": batch})
+            rows = cursor.fetchall()
+            if rows:
+                # The ORM follows the cascade (messages, runs, their checkpoints and approvals).
+                _, counts = AgentSession.objects.filter(pk__in=[r[0] for r in rows]).delete()
+                ctx.record(
+                    sessions=len(rows),
+                    deleted=counts,
+                    by_tenant=dict(Counter(str(r[1]) for r in rows)),
+                )
+        total += len(rows)
+        if len(rows) < batch:
+            break
+    return total
+
+
+def purge_old_checkpoints(
+    *, now: dt.datetime | None = None, batch: int = 1000, max_batches: int = 100
+) -> int:
+    """Delete the checkpoints of runs that finished longer ago than the tenant keeps them."""
+    now = now or timezone.now()
+    deleted = _batched(
+        "checkpoint_retention", OLD_CHECKPOINTS_SQL, now=now, batch=batch, max_batches=max_batches
+    )
+    return sum(deleted.values())
+
+
+def sweep_all(*, now: dt.datetime | None = None) -> dict[str, Any]:
+    """Every retention sweep once; what beat runs."""
+    from agents.sweeps import expire_idempotency
+
+    return {
+        "facts": purge_expired_facts(now=now),
+        "sessions": purge_old_sessions(now=now),
+        "checkpoints": purge_old_checkpoints(now=now),
+        "idempotency": expire_idempotency(),
+    }

@@ -1,0 +1,72 @@
+"""Shapes of the memory API. They check types; the services check meaning (stable codes)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+
+class FactCreateSerializer(serializers.Serializer):
+    category = serializers.CharField(max_length=100)
+    text = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=100_000)
+    key = serializers.CharField(required=False, allow_blank=True, max_length=200, default="")
+    confidence = serializers.FloatField(required=False, min_value=0.0, max_value=1.0, default=1.0)
+
+
+class FactEditSerializer(serializers.Serializer):
+    text = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=100_000)
+
+
+class SearchQuerySerializer(serializers.Serializer):
+    q = serializers.CharField(max_length=2000)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=50, default=10)
+
+
+class FactSourceSerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    session = serializers.CharField(allow_null=True)
+    run = serializers.CharField(allow_null=True)
+    message_seq = serializers.IntegerField(allow_null=True)
+
+
+class FactSerializer(serializers.Serializer):
+    """A fact as `memory.selectors.fact_json` renders it."""
+
+    id = serializers.UUIDField()
+    category = serializers.CharField()
+    key = serializers.CharField()
+    text = serializers.CharField()
+    source = FactSourceSerializer()
+    confidence = serializers.FloatField()
+    pinned = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+    valid_from = serializers.DateTimeField()
+    valid_until = serializers.DateTimeField(allow_null=True)
+    superseded_by = serializers.UUIDField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)
+    embedded = serializers.BooleanField()
+
+
+class FactListSerializer(serializers.Serializer):
+    results = FactSerializer(many=True)
+
+
+class SearchHitSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    category = serializers.CharField()
+    key = serializers.CharField()
+    text = serializers.CharField()
+    score = serializers.FloatField()
+
+
+class SearchResultSerializer(serializers.Serializer):
+    mode = serializers.CharField()
+    results = SearchHitSerializer(many=True)
+
+
+class DeletedSerializer(serializers.Serializer):
+    deleted = serializers.IntegerField()
+
+
+class PrivacyLinkSerializer(serializers.Serializer):
+    url = serializers.CharField()
+    expires_in = serializers.IntegerField()

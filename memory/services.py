@@ -1,0 +1,375 @@
+"""Writes of the memory app: remember, supersede, edit, delete (completely), policies.
+
+Every write takes the tenant explicitly; row-level security refuses the rest anyway.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import uuid
+from typing import Any
+
+from django.db import transaction
+from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F, Q, Value
+
+from memory import errors, policies
+from memory.models import MemoryFact, MemoryPolicy, MemorySettings, SourceKind
+from memory.secrets import secret_kind
+from tenants.principal import Principal
+from tenants.services import audit_record
+
+MAX_TEXT = 1000
+_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+REDACTED = "[removed at the user's request]"
+
+
+def normalize(text: str) -> str:
+    """The dedupe form of a fact: lowercase, single spaces, no trailing punctuation."""
+    return re.sub(r"\s+", " ", text).strip().rstrip(".!;,").strip().lower()
+
+
+def clean_text(text: Any) -> str:
+    """Validated fact text, or the error that explains why not (empty, too long, a secret)."""
+    if not isinstance(text, str) or not text.strip():
+        raise errors.EmptyText()
+    text = re.sub(r"\s+", " ", text).strip()
+    if len(text) > MAX_TEXT:
+        raise errors.TextTooLong(detail={"limit": MAX_TEXT})
+    kind = secret_kind(text)
+    if kind is not None:
+        raise errors.SecretRefused(detail={"kind": kind})
+    return text
+
+
+def clean_key(key: Any) -> str:
+    if key in (None, ""):
+        return ""
+    if not isinstance(key, str) or not _KEY.match(key):
+        raise errors.InvalidKey()
+    return key
+
+
+def _rules(tenant_id: Any, category: Any) -> policies.Rules:
+    known = policies.categories(tenant_id)
+    if not isinstance(category, str) or category not in known:
+        raise errors.UnknownCategory(detail={"known": sorted(known)})
+    return known[category]
+
+
+def _live(tenant_id: Any, subject_id: Any):
+    return MemoryFact.objects.for_tenant(tenant_id).filter(
+        subject_id=subject_id, valid_until__isnull=True
+    )
+
+
+# Savepoint-free: validation raises before anything is written, and a step's proposal brings
+# its own savepoint (memory/steps.py). Two round trips fewer per fact.
+@transaction.atomic(savepoint=False)
+def fact_remember(
+    *,
+    tenant_id: Any,
+    subject_id: int,
+    category: str,
+    text: str,
+    key: str = "",
+    source_kind: str = SourceKind.USER,
+    source_session_id: Any = None,
+    source_run_id: Any = None,
+    source_message_seq: int | None = None,
+    confidence: float = 1.0,
+    by_agent: bool = False,
+) -> MemoryFact:
+    """Remember a fact: the same fact again refreshes it, a new value for a key supersedes."""
+    text, key = clean_text(text), clean_key(key)
+    rules = _rules(tenant_id, category)
+    if by_agent and not rules.agents_may_write:
+        raise errors.CategoryNotWritable(detail={"category": category})
+    confidence = min(max(float(confidence), 0.0), 1.0)
+    now = policies.now()
+    norm = normalize(text)
+    # One read for the dedupe, the key's current value and the category's count.
+    near = Q(category=category) | Q(key=key) if key else Q(category=category)
+    neighbours = list(
+        _live(tenant_id, subject_id)
+        .filter(near)
+        .select_for_update()
+        .defer("embedding")
+        .order_by("created_at")
+    )
+    same_keys = {key, ""} if key else {""}
+    for fact in neighbours:
+        if fact.category == category and fact.normalized == norm and fact.key in same_keys:
+            return _refresh(fact, rules, confidence, now)
+    old = next((f for f in neighbours if key and f.key == key), None)
+    if old is not None:
+        return fact_supersede(
+            old=old,
+            text=text,
+            category=category,
+            source_kind=source_kind,
+            source_session_id=source_session_id,
+            source_run_id=source_run_id,
+            source_message_seq=source_message_seq,
+            confidence=confidence,
+        )
+    _evict_over_cap(tenant_id, subject_id, rules, [f for f in neighbours if f.category == category])
+    fact = MemoryFact.objects.create(
+        tenant_id=tenant_id,
+        subject_id=subject_id,
+        category=category,
+        key=key,
+        text=text,
+        normalized=norm,
+        source_kind=source_kind,
+        source_session_id=source_session_id,
+        source_run_id=source_run_id,
+        source_message_seq=source_message_seq,
+        confidence=confidence,
+        valid_from=now,
+        expires_at=rules.expires_at(now),
+    )
+    schedule_embedding(tenant_id, [fact.pk])
+    return fact
+
+
+def _refresh(fact: MemoryFact, rules: policies.Rules, confidence: float, now) -> MemoryFact:
+    fact.confidence = max(fact.confidence, confidence)
+    fact.updated_at, fact.expires_at = now, rules.expires_at(now)
+    MemoryFact.objects.for_tenant(fact.tenant_id).filter(pk=fact.pk).update(
+        confidence=fact.confidence, updated_at=now, expires_at=fact.expires_at
+    )
+    return fact
+
+
+def _evict_over_cap(
+    tenant_id: Any, subject_id: Any, rules: policies.Rules, in_category: list[MemoryFact]
+) -> None:
+    """Make room for one more fact of the category: the least recently updated ones go."""
+    surplus = len(in_category) - rules.max_facts_per_subject + 1
+    if surplus > 0:
+        stale = sorted(in_category, key=lambda f: (f.pinned, f.updated_at))[:surplus]
+        _delete_lineages(tenant_id, subject_id, [f.lineage for f in stale])
+
+
+@transaction.atomic
+def fact_supersede(
+    *,
+    old: MemoryFact,
+    text: str,
+    category: str | None = None,
+    source_kind: str = SourceKind.USER,
+    source_session_id: Any = None,
+    source_run_id: Any = None,
+    source_message_seq: int | None = None,
+    confidence: float = 1.0,
+) -> MemoryFact:
+    """Replace a live fact by a new version; the old one stays as history, never retrieved."""
+    category = category or old.category
+    rules = _rules(old.tenant_id, category)
+    text = clean_text(text)
+    now = policies.now()
+    closed = (
+        MemoryFact.objects.for_tenant(old.tenant_id)
+        .filter(pk=old.pk, valid_until__isnull=True)
+        .update(valid_until=now)
+    )
+    if not closed:
+        raise errors.FactSuperseded()
+    new = MemoryFact.objects.create(
+        tenant_id=old.tenant_id,
+        subject_id=old.subject_id,
+        lineage=old.lineage,
+        category=category,
+        key=old.key,
+        text=text,
+        normalized=normalize(text),
+        source_kind=source_kind,
+        source_session_id=source_session_id,
+        source_run_id=source_run_id,
+        source_message_seq=source_message_seq,
+        confidence=confidence,
+        pinned=old.pinned,
+        valid_from=now,
+        expires_at=rules.expires_at(now),
+    )
+    MemoryFact.objects.for_tenant(old.tenant_id).filter(pk=old.pk).update(superseded_by=new)
+    schedule_embedding(old.tenant_id, [new.pk])
+    return new
+
+
+@transaction.atomic
+def fact_edit(*, actor: Principal, fact: MemoryFact, text: str) -> MemoryFact:
+    """The subject corrects a fact: a new version ("entered by you"), the old one is history."""
+    if fact.valid_until is not None:
+        raise errors.FactSuperseded()
+    text = clean_text(text)
+    if normalize(text) == fact.normalized:
+        return fact
+    new = fact_supersede(old=fact, text=text, source_kind=SourceKind.USER)
+    audit_record(
+        tenant=actor.tenant, actor=actor, action="memory.fact_edited", target=new, after=None
+    )
+    return new
+
+
+@transaction.atomic
+def fact_delete(*, actor: Principal | str, fact: MemoryFact) -> int:
+    """Forget one fact completely: every version, its embedding, and summaries quoting it."""
+    deleted = _delete_lineages(fact.tenant_id, fact.subject_id, [fact.lineage])
+    # The audit names the fact's id, never its text: the log must not keep what was deleted.
+    audit_record(
+        tenant=getattr(actor, "tenant", None) or _tenant(fact.tenant_id),
+        actor=actor,
+        action="memory.fact_deleted",
+        target_type="memory.memoryfact",
+        target_id=str(fact.pk),
+        after={"versions_deleted": deleted},
+    )
+    return deleted
+
+
+@transaction.atomic
+def facts_delete_all(*, actor: Principal | str, tenant_id: Any, subject_id: int) -> int:
+    """Forget everything remembered about the subject in this tenant."""
+    lineages = list(
+        MemoryFact.objects.for_tenant(tenant_id)
+        .filter(subject_id=subject_id)
+        .values_list("lineage", flat=True)
+        .distinct()
+    )
+    deleted = _delete_lineages(tenant_id, subject_id, lineages)
+    audit_record(
+        tenant=_tenant(tenant_id),
+        actor=actor,
+        action="memory.all_deleted",
+        target_type="auth.user",
+        target_id=str(subject_id),
+        after={"facts_deleted": deleted},
+    )
+    return deleted
+
+
+def _tenant(tenant_id: Any):
+    from tenants.models import Tenant
+
+    return Tenant.objects.get(pk=tenant_id)
+
+
+def _delete_lineages(tenant_id: Any, subject_id: Any, lineages: list[uuid.UUID]) -> int:
+    if not lineages:
+        return 0
+    rows = MemoryFact.objects.for_tenant(tenant_id).filter(
+        subject_id=subject_id, lineage__in=lineages
+    )
+    texts = list(rows.values_list("text", flat=True))
+    deleted = rows._raw_delete(rows.db)  # no collector: DO_NOTHING self-references only
+    redact_summaries(tenant_id=tenant_id, subject_id=subject_id, texts=texts)
+    return deleted
+
+
+def redact_summaries(*, tenant_id: Any, subject_id: Any, texts: list[str]) -> int:
+    """Cut the deleted facts' text out of the subject's conversation summaries."""
+    from agents.models import AgentSession
+
+    patterns = [re.compile(re.escape(t), re.I) for t in {t for t in texts if t.strip()}]
+    if not patterns:
+        return 0
+    changed = 0
+    sessions = AgentSession.objects.for_tenant(tenant_id).filter(user_id=subject_id)
+    for session_id, summary in sessions.exclude(summary="").values_list("id", "summary"):
+        redacted = summary
+        for pattern in patterns:
+            redacted = pattern.sub(REDACTED, redacted)
+        if redacted != summary:
+            sessions.filter(pk=session_id).update(summary=redacted)
+            changed += 1
+    return changed
+
+
+def schedule_embedding(tenant_id: Any, fact_ids: list[Any]) -> None:
+    """Embed these facts on a worker once the transaction commits (never on the request)."""
+    from memory.embeddings import get_provider
+
+    if get_provider() is None or not fact_ids:
+        return
+    from memory import tasks
+
+    ids = [str(pk) for pk in fact_ids]
+    transaction.on_commit(lambda: tasks.embed_facts.delay(tenant_id=str(tenant_id), fact_ids=ids))
+
+
+# --- tenant settings -------------------------------------------------------------------------
+
+
+@transaction.atomic
+def policy_set(
+    *,
+    actor: Principal,
+    category: str,
+    label: str = "",
+    ttl_days: int | None = None,
+    max_facts_per_subject: int = policies.DEFAULT_MAX_FACTS,
+    agents_may_write: bool = True,
+) -> MemoryPolicy:
+    """Create or change a category's rules; live facts of it get the new expiry."""
+    if not isinstance(category, str) or not re.match(r"^[a-z][a-z0-9_]{0,39}$", category):
+        raise errors.InvalidPolicy("A category is up to 40 lowercase letters, digits or _.")
+    if ttl_days is not None and not 1 <= ttl_days <= 36500:
+        raise errors.InvalidPolicy("A TTL is between 1 and 36,500 days.")
+    if not 1 <= max_facts_per_subject <= 10000:
+        raise errors.InvalidPolicy("The cap is between 1 and 10,000 facts per person.")
+    tenant = actor.tenant
+    policy, _ = MemoryPolicy.objects.for_tenant(tenant).update_or_create(
+        tenant=tenant,
+        category=category,
+        defaults={
+            "label": label[:100],
+            "ttl_days": ttl_days,
+            "max_facts_per_subject": max_facts_per_subject,
+            "agents_may_write": agents_may_write,
+        },
+    )
+    rules = policies.categories(tenant.pk)[category]
+    _reapply_ttl(tenant.pk, rules)
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="memory.policy_set",
+        target=policy,
+        after={
+            "category": category,
+            "ttl_days": ttl_days,
+            "max_facts_per_subject": max_facts_per_subject,
+            "agents_may_write": agents_may_write,
+        },
+    )
+    return policy
+
+
+def _reapply_ttl(tenant_id: Any, rules: policies.Rules) -> None:
+    facts = MemoryFact.objects.for_tenant(tenant_id).filter(category=rules.category)
+    if rules.ttl_days is None:
+        facts.update(expires_at=None)
+        return
+    ttl = Value(dt.timedelta(days=rules.ttl_days), output_field=DurationField())
+    facts.update(expires_at=ExpressionWrapper(F("updated_at") + ttl, output_field=DateTimeField()))
+
+
+@transaction.atomic
+def support_access_set(*, actor: Principal, enabled: bool) -> MemorySettings:
+    """Grant or withdraw managers' and admins' access to members' memories (audited)."""
+    row, _ = MemorySettings.objects.for_tenant(actor.tenant).get_or_create(tenant=actor.tenant)
+    before = row.support_access
+    row.support_access = bool(enabled)
+    row.updated_by = actor.user
+    row.save()
+    audit_record(
+        tenant=actor.tenant,
+        actor=actor,
+        action="memory.support_access_set",
+        target=row,
+        before={"support_access": before},
+        after={"support_access": row.support_access},
+    )
+    return row

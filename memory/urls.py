@@ -1,0 +1,15 @@
+"""Console pages of the memory app: the privacy page, its actions, the tenant's settings."""
+
+from django.urls import path
+
+from memory import views
+
+urlpatterns = [
+    path("memory/", views.privacy, name="my_memory"),
+    path("memory/export/", views.export, name="memory_export"),
+    path("memory/delete-all/", views.delete_all, name="memory_delete_all"),
+    path("memory/facts/<uuid:fact_id>/edit/", views.fact_edit, name="memory_fact_edit"),
+    path("memory/facts/<uuid:fact_id>/delete/", views.fact_delete, name="memory_fact_delete"),
+    path("memory/settings/", views.memory_settings, name="memory_settings"),
+    path("memory/link/<str:token>/", views.privacy_link, name="memory_link"),
+]

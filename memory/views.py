@@ -1,0 +1,217 @@
+"""The privacy page: what the agents remember about me, with edit, delete, delete all, export;
+the memory settings of a tenant (admins); and the one-time privacy link of the API.
+
+Everyone with a membership has a privacy page about themselves, whatever their role. Managers
+and admins see a member's page only while the tenant grants support access, and each such
+view is audited; it is read-only.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from django.contrib.auth import login
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from memory import embeddings, links, policies, selectors, services
+from memory.forms import DeleteAllForm, FactEditForm, PolicyForm, SupportAccessForm
+from memory.models import MemoryPolicy
+from tenants.errors import AppError
+from tenants.models import Role, Scope
+from tenants.permissions import require_scope
+from tenants.principal import Principal
+from tenants.services import audit_record
+
+PAGE = "memory/privacy.html"
+SETTINGS = "memory/settings.html"
+
+
+def _partial(request: HttpRequest) -> bool:
+    htmx = request.htmx  # type: ignore[attr-defined]
+    return bool(htmx) and not htmx.history_restore_request
+
+
+def _vary(response: HttpResponse) -> HttpResponse:
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def _page_context(principal: Principal, subject: Any) -> dict[str, Any]:
+    own = subject.pk == principal.user.pk  # type: ignore[union-attr]
+    groups = selectors.grouped_facts(tenant_id=principal.tenant.pk, subject_id=subject.pk)
+    return {
+        "subject": subject,
+        "own": own,
+        "groups": groups,
+        "count": sum(len(g["facts"]) for g in groups),
+        "embeddings_on": embeddings.get_provider() is not None,
+        "may_support": principal.role in (Role.ADMIN, Role.MANAGER)
+        and policies.support_access(principal.tenant.pk),
+        "is_admin": principal.can(Scope.ADMIN),
+    }
+
+
+@require_GET
+@require_scope(Scope.READ)
+def privacy(request: HttpRequest) -> HttpResponse:
+    """Everything remembered about me (or, with support access, about a member)."""
+    principal: Principal = request.principal  # type: ignore[attr-defined]
+    subject = selectors.subject_for(principal, request.GET.get("subject"))
+    context = _page_context(principal, subject)
+    if not context["own"]:
+        audit_record(
+            tenant=principal.tenant,
+            actor=principal,
+            action="memory.support_viewed",
+            target_type="auth.user",
+            target_id=str(subject.pk),
+        )
+    if context["may_support"]:
+        from tenants.selectors import members_for_tenant
+
+        context["members"] = members_for_tenant(tenant=principal.tenant)
+    return _vary(render(request, PAGE, context))
+
+
+def _own_fact(request: HttpRequest, fact_id: uuid.UUID):
+    """A fact of the signed-in person; 404 for anyone else's (support access is read-only)."""
+    return selectors.fact_for(request.principal, fact_id)  # type: ignore[attr-defined]
+
+
+@require_POST
+@require_scope(Scope.READ)
+def fact_edit(request: HttpRequest, fact_id: uuid.UUID) -> HttpResponse:
+    """Correct a fact: a new version; the old one is kept as its history."""
+    principal: Principal = request.principal  # type: ignore[attr-defined]
+    fact = _own_fact(request, fact_id)
+    form = FactEditForm(request.POST)
+    error, status = "", 200
+    if form.is_valid():
+        try:
+            fact = services.fact_edit(actor=principal, fact=fact, text=form.cleaned_data["text"])
+        except AppError as exc:
+            error, status = exc.message, exc.status
+    else:
+        error, status = "; ".join(e for errs in form.errors.values() for e in errs), 400
+    if not _partial(request):
+        if error:
+            return _vary(render(request, "memory/error.html", {"error": error}, status=status))
+        return redirect("my_memory")
+    fact = selectors.fact_for(principal, fact.pk)
+    fact.history = selectors.history_of(  # type: ignore[attr-defined]
+        tenant_id=principal.tenant.pk, subject_id=fact.subject_id, lineages=[fact.lineage]
+    ).get(fact.lineage, [])
+    context = {"fact": fact, "own": True, "error": error, "draft": request.POST.get("text", "")}
+    response = render(request, f"{PAGE}#fact", context, status=status)
+    if not error:
+        response["HX-Trigger"] = json.dumps({"memory-changed": {"message": "Fact updated."}})
+    return _vary(response)
+
+
+@require_POST
+@require_scope(Scope.READ)
+def fact_delete(request: HttpRequest, fact_id: uuid.UUID) -> HttpResponse:
+    """Forget one fact completely (every version, its embedding, summaries quoting it)."""
+    principal: Principal = request.principal  # type: ignore[attr-defined]
+    fact = _own_fact(request, fact_id)
+    services.fact_delete(actor=principal, fact=fact)
+    if _partial(request):
+        # The whole list again: a group may now be empty and the counts have changed.
+        context = _page_context(principal, principal.user)
+        response = render(request, f"{PAGE}#memory-list", context)
+        response["HX-Trigger"] = json.dumps({"memory-changed": {"message": "Fact deleted."}})
+        return _vary(response)
+    return redirect("my_memory")
+
+
+@require_POST
+@require_scope(Scope.READ)
+def delete_all(request: HttpRequest) -> HttpResponse:
+    """Forget everything remembered about me in this tenant (confirmed by a checkbox)."""
+    principal: Principal = request.principal  # type: ignore[attr-defined]
+    form = DeleteAllForm(request.POST)
+    if not form.is_valid():
+        context = _page_context(principal, principal.user)
+        context["delete_all_error"] = form.errors["confirm"][0]
+        return _vary(render(request, PAGE, context, status=400))
+    services.facts_delete_all(
+        actor=principal,
+        tenant_id=principal.tenant.pk,
+        subject_id=principal.user.pk,  # type: ignore[union-attr]
+    )
+    return redirect("my_memory")
+
+
+@require_GET
+@require_scope(Scope.READ)
+def export(request: HttpRequest) -> HttpResponse:
+    """Everything remembered about me, with history, and my conversations, as JSON."""
+    principal: Principal = request.principal  # type: ignore[attr-defined]
+    subject = selectors.subject_for(principal, None)
+    data = selectors.export(tenant_id=principal.tenant.pk, subject=subject)
+    response = JsonResponse(data, json_dumps_params={"indent": 2})
+    stamp = timezone.now().strftime("%Y%m%d")
+    response["Content-Disposition"] = f'attachment; filename="my-memory-{stamp}.json"'
+    return response
+
+
+# --- tenant settings (admins) -------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+@require_scope(Scope.ADMIN)
+def memory_settings(request: HttpRequest) -> HttpResponse:
+    """Support access, and the category policies (TTL, cap, whether agents may write)."""
+    principal: Principal = request.principal  # type: ignore[attr-defined]
+    policy_form = PolicyForm(initial={"max_facts_per_subject": 200, "agents_may_write": True})
+    status = 200
+    if request.method == "POST":
+        if "support" in request.POST:
+            access = SupportAccessForm(request.POST)
+            access.is_valid()
+            services.support_access_set(
+                actor=principal, enabled=access.cleaned_data.get("support_access", False)
+            )
+            return redirect("memory_settings")
+        policy_form = PolicyForm(request.POST)
+        if policy_form.is_valid():
+            try:
+                services.policy_set(actor=principal, **policy_form.cleaned_data)
+                return redirect("memory_settings")
+            except AppError as exc:
+                policy_form.add_error(None, exc.message)
+        status = 400
+    context = {
+        "support_access": policies.support_access(principal.tenant.pk),
+        "rules": policies.categories(principal.tenant.pk).values(),
+        "custom": set(
+            MemoryPolicy.objects.for_tenant(principal.tenant).values_list("category", flat=True)
+        ),
+        "policy_form": policy_form,
+        "embeddings_on": embeddings.get_provider() is not None,
+        "provider": embeddings.current_model_name(),
+    }
+    return render(request, SETTINGS, context, status=status)
+
+
+# --- the one-time privacy link ------------------------------------------------------------------
+
+
+@require_GET
+def privacy_link(request: HttpRequest, token: str) -> HttpResponse:
+    """Open the privacy page from a signed one-time link; a bad link gets a clear page."""
+    try:
+        user, tenant_id = links.redeem(token)
+    except AppError as exc:
+        return render(request, "memory/link_invalid.html", {"error": exc.message}, status=410)
+    from tenants.middleware import SESSION_TENANT_KEY
+
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    request.session[SESSION_TENANT_KEY] = str(tenant_id)
+    return redirect("my_memory")

@@ -1,0 +1,7 @@
+// The privacy page: announce what an htmx action did (the server names it in HX-Trigger).
+document.addEventListener("memory-changed", (event) => {
+  const status = document.getElementById("memory-status");
+  if (status && event.detail && event.detail.message) {
+    status.textContent = event.detail.message;
+  }
+});

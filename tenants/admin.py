@@ -1,0 +1,57 @@
+"""Django admin for the tenants tables, read-only: memberships, keys and the audit log change
+through the console's audited services. Row-level security shows the current tenant only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.apps import apps
+from django.contrib import admin
+from django.http import HttpRequest
+
+from tenants import models
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Look, never touch: changes go through the audited services and console pages."""
+
+    list_per_page = 50
+    show_full_result_count = False  # counting millions of rows for a pager is not free
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(models.Tenant)
+class TenantAdmin(ReadOnlyAdmin):
+    list_display = ("name", "slug", "created_at")
+
+
+@admin.register(models.Membership)
+class MembershipAdmin(ReadOnlyAdmin):
+    list_display = ("user", "role", "created_at")
+    list_filter = ("role",)
+
+
+@admin.register(models.ApiKey)
+class ApiKeyAdmin(ReadOnlyAdmin):
+    list_display = ("name", "prefix", "scopes", "created_at", "revoked_at")
+    exclude = ("key_hash",)
+
+
+@admin.register(models.AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ("id", "action", "actor_label", "target_type", "target_id", "created_at")
+    list_filter = ("action",)
+
+
+# Tables added later are listed too (read-only) until they get an admin of their own.
+for _model in apps.get_app_config("tenants").get_models():
+    if not admin.site.is_registered(_model):
+        admin.site.register(_model, ReadOnlyAdmin)

@@ -1,0 +1,91 @@
+"""An end user opens the privacy page, edits one fact, deletes another, exports everything,
+and the agent's next run no longer retrieves the deleted fact. An admin's memory settings."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from memory import services
+from tenants.context import tenant_context
+from tenants.models import Role
+from tests import factories
+from tests.e2e.conftest import screenshot
+from tests.e2e.test_console_basics import log_in
+from tests.memory.test_engine import payments, replies, run_desk  # noqa: F401  (fixture)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def acme(settings):
+    settings.MEMORY_EMBEDDING_PROVIDER = "none"  # the in-process runs rank by full text
+    tenant = factories.make_tenant("acme")
+    factories.make_member(tenant, Role.ADMIN, user=factories.make_user("ada"))
+    carol = factories.make_member(tenant, Role.MEMBER, user=factories.make_user("carol"))
+    return tenant, carol
+
+
+def test_an_end_user_edits_deletes_and_exports_and_the_agent_forgets(
+    page,
+    console_url,
+    acme,
+    payments,  # noqa: F811
+):
+    tenant, carol = acme
+    run_desk(carol, "Please refund $40 for order A-1002, charged twice. Contact me by email.")
+    with tenant_context(tenant.pk):
+        services.fact_remember(
+            tenant_id=tenant.pk, subject_id=carol.user_id, category="profile", text="Lives in Lyon"
+        )
+    log_in(page, console_url, "carol")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="My memory").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("What we remember about you")
+    expect(page.get_by_text("Learned in a conversation on")).to_be_visible()
+    screenshot(page, "privacy-page")
+
+    lyon = page.locator(".memory-fact", has_text="Lives in Lyon")
+    lyon.get_by_text("Edit").click()
+    lyon.get_by_label("Correct this fact").fill("Lives in Paris")
+    lyon.get_by_role("button", name="Save").click()
+    paris = page.locator(".memory-fact", has_text="Lives in Paris")
+    expect(paris).to_be_visible()
+    expect(page.get_by_role("status")).to_have_text("Fact updated.")
+    expect(paris.get_by_text("History: 1 earlier version")).to_be_visible()
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name=re.compile("Delete: Prefers to be contacted")).click()
+    expect(page.get_by_text("Prefers to be contacted by email")).to_have_count(0)
+    expect(page.get_by_role("status")).to_have_text("Fact deleted.")
+    paris.get_by_text("History: 1 earlier version").click()
+    screenshot(page, "privacy-page-after-edit-and-delete")
+
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Export everything as JSON").click()
+    exported = json.loads(open(download.value.path()).read())
+    assert [f["text"] for f in exported["facts"]] == ["Lives in Paris"]
+    assert exported["facts"][0]["history"][0]["text"] == "Lives in Lyon"
+    assert "Contact me by email" in json.dumps(exported["sessions"])  # their own transcript
+    assert "Prefers to be contacted" not in json.dumps(exported)
+
+    later = run_desk(carol, "Please refund $40 for order A-1002, charged twice")
+    assert "as you prefer" not in replies(later)[-1]
+    page.reload()
+    expect(page.get_by_text("Prefers to be contacted")).to_have_count(0)
+
+
+def test_an_admin_grants_support_access_and_sets_a_policy(page, console_url, acme):
+    log_in(page, console_url, "ada")
+    page.goto(console_url + "/memory/settings/")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Memory settings")
+    page.get_by_label("Grant support access").check()
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.get_by_label("Grant support access")).to_be_checked()
+    page.get_by_label("Category", exact=True).fill("diet")
+    page.get_by_label("Keep for (days)").fill("30")
+    page.get_by_role("button", name="Save policy").click()
+    expect(page.get_by_role("row", name=re.compile("diet"))).to_contain_text("30 days")
+    screenshot(page, "memory-settings")

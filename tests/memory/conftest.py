@@ -1,0 +1,48 @@
+"""Fixtures of the memory tests: facts written through the services, in a tenant context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memory import indexing, services
+from memory.models import MemoryFact
+from tenants.context import tenant_context
+
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+def remember(membership, text: str, category: str = "preference", **kwargs: Any) -> MemoryFact:
+    """A fact about the member, written as the services write it."""
+    with tenant_context(membership.tenant_id):
+        return services.fact_remember(
+            tenant_id=membership.tenant_id,
+            subject_id=membership.user_id,
+            category=category,
+            text=text,
+            **kwargs,
+        )
+
+
+def facts_of(membership, *, live_only: bool = False) -> list[MemoryFact]:
+    with tenant_context(membership.tenant_id):
+        rows = MemoryFact.objects.for_tenant(membership.tenant_id).filter(
+            subject_id=membership.user_id
+        )
+        if live_only:
+            rows = rows.filter(valid_until__isnull=True)
+        return list(rows.order_by("valid_from"))
+
+
+def embed_all(membership) -> int:
+    """What the embedding task does on a worker, done here and now."""
+    with tenant_context(membership.tenant_id):
+        ids = list(MemoryFact.objects.for_tenant(membership.tenant_id).values_list("pk", flat=True))
+    return indexing.embed_facts(tenant_id=membership.tenant_id, fact_ids=ids)
+
+
+@pytest.fixture
+def no_embeddings(settings):
+    """A deployment without an embedding provider: full-text search only."""
+    settings.MEMORY_EMBEDDING_PROVIDER = "none"
