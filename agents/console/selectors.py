@@ -48,14 +48,15 @@ def runs_page(
     if before is not None:
         created_at, pk = before
         runs = runs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=pk))
-    runs = stuck.annotate(runs, now).select_related("created_by", "session__user")
+    runs = runs.select_related("created_by", "session__user")
     page = list(runs.order_by("-created_at", "-id")[: limit + 1])
     cursor = None
     if len(page) > limit:
         page = page[:limit]
         cursor = make_cursor(page[-1].created_at, page[-1].pk)
+    found = stuck.reasons_in_python(page, now)
     for run in page:
-        run.stuck_reasons = stuck.reasons_of(run)  # type: ignore[attr-defined]
+        run.stuck_reasons = found[run.pk]  # type: ignore[attr-defined]
     return RunsPage(page, cursor)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db.models import (
@@ -188,6 +189,71 @@ def annotate(runs: QuerySet[Run], now: dt.datetime) -> QuerySet[Run]:
             f"stuck_{code}": ExpressionWrapper(condition & unresolved, output_field=BooleanField())
             for code, condition in conditions(now).items()
         }
+    )
+
+
+def reasons_in_python(runs: list[Run], now: dt.datetime) -> dict[Any, list[Reason]]:
+    """The reasons each of a page of runs is stuck, decided in Python from the rows plus two
+    small batch reads (pending approvals, latest events). The same rules as `conditions()`
+    (tests hold the two to agreement), without planning that large expression for a page."""
+    from approvals.models import ApprovalRequest, ApprovalStatus
+
+    if not runs:
+        return {}
+    tenant = runs[0].tenant_id
+    waiting = [r.pk for r in runs if r.status == RunStatus.WAITING_APPROVAL]
+    overdue = set(
+        ApprovalRequest.objects.for_tenant(tenant)
+        .filter(run_id__in=waiting, status=ApprovalStatus.PENDING, due_at__lt=now)
+        .values_list("run_id", flat=True)
+        if waiting
+        else []
+    )
+    queued = [r for r in runs if r.status == RunStatus.QUEUED]
+    last_event: dict[Any, dt.datetime] = {}
+    if queued:
+        wanted = Q(pk__in=[])
+        for r in queued:
+            wanted |= Q(run_id=r.pk, seq=r.event_seq)
+        for run_id, created in (
+            RunEvent.objects.for_tenant(tenant).filter(wanted).values_list("run_id", "created_at")
+        ):
+            last_event[run_id] = created
+    known = {a.name: a for a in all_agents()}
+    return {run.pk: _reasons(run, now, overdue, last_event, known) for run in runs}
+
+
+def _reasons(
+    run: Run, now: dt.datetime, overdue: set, last_event: dict, known: dict
+) -> list[Reason]:
+    if run.resolved_at is not None and run.resolved_at >= run.updated_at:
+        return []
+    code = (run.error or {}).get("code") if isinstance(run.error, dict) else None
+    limit = now - _queued_limit()
+    found = {
+        "lease_expired": run.status == RunStatus.RUNNING
+        and run.lease_expires_at is not None
+        and run.lease_expires_at < now,
+        "retries_exhausted": run.status == RunStatus.FAILED and code == "retries_exhausted",
+        "approval_overdue": run.pk in overdue,
+        "timer_overdue": run.status == RunStatus.WAITING_TIMER
+        and run.not_before is not None
+        and run.not_before < now - _timer_grace(),
+        "queued_too_long": run.status == RunStatus.QUEUED
+        and run.created_at < limit
+        and max(run.not_before or run.created_at, last_event.get(run.pk, run.created_at)) < limit,
+        "code_missing": (run.status not in FINISHED and not _deployed(run, known.get(run.agent)))
+        or (run.status == RunStatus.FAILED and code in CODE_ERRORS),
+    }
+    return [reason for c, reason in REASONS.items() if found[c]]
+
+
+def _deployed(run: Run, agent: Any) -> bool:
+    return (
+        agent is not None
+        and run.current_step in agent.steps
+        and run.agent_version <= agent.version
+        and _oldest_migratable(agent) <= run.state_schema_version <= agent.state_version
     )
 
 

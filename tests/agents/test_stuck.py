@@ -18,8 +18,14 @@ pytestmark = pytest.mark.django_db
 
 
 def reasons(run: Run) -> list[str]:
+    """The reasons from the SQL conditions, checked against the page's Python rules."""
+    now = timezone.now()
     with tenant_context(run.tenant_id):
-        return [r.code for r in stuck.diagnose(run, timezone.now())]
+        in_sql = [r.code for r in stuck.diagnose(run, now)]
+        fresh = Run.objects.get(pk=run.pk)
+        in_python = [r.code for r in stuck.reasons_in_python([fresh], now)[run.pk]]
+    assert in_python == in_sql
+    return in_sql
 
 
 def aged(run: Run, **fields) -> Run:
