@@ -48,8 +48,10 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
     def _loop(self) -> None:
+        renewed = False
         try:
             while not self._stop.wait(self.interval):
+                renewed = True
                 try:
                     with connection.cursor() as cursor:
                         cursor.execute(RENEW_SQL, dict(self.params))
@@ -58,4 +60,5 @@ class Heartbeat:
                         "lease renewal for run %s failed", self.params["run"], exc_info=True
                     )
         finally:
-            connection.close()  # this thread's own connection
+            if renewed:  # only then has this thread a connection of its own to close
+                connection.close()
