@@ -265,6 +265,16 @@ def test_the_request_page_says_why_someone_may_not_decide(client_for, members):
     assert ">Approve</button>" not in page
 
 
+def test_the_run_page_offers_the_decision_only_to_those_the_policy_lets_decide(client_for, members):
+    add_policy(members["admin"], four_eyes=True)
+    run, _ = paused_refund(members["manager"])
+    starter = text(client_for("manager").get(f"/runs/{run.pk}/"))
+    assert ">Approve</button>" not in starter
+    assert "the four-eyes rule needs someone else to decide" in starter
+    other = text(client_for("admin").get(f"/runs/{run.pk}/"))
+    assert ">Approve</button>" in other and ">Reject</button>" in other
+
+
 def test_the_request_page_subscribes_to_its_request_instead_of_polling(client_for, pending):
     run, request = pending
     client = client_for("manager")
