@@ -14,9 +14,10 @@ stuck-detection query at that size.
    ANALYZE.
 2. **Pages**, in-process through Django's test `Client` (sessions, auth, the tenant
    middleware and its transaction, templates: the whole stack) for one tenant's admin:
-   the first page of /console/ (with the counts by status and by stuck reason), a filtered
-   page (status=failed), the stuck filter (stuck=any), a third page by cursor, and the end
-   user filter. Target: p50 and p95 of the first page and of the filtered page <= 50 ms.
+   the first page of /console/ (the list and its filters; the counts by status and by
+   stuck reason follow in a request of their own, timed too), a filtered page
+   (status=failed), the stuck filter (stuck=any), a third page by cursor, and the end user
+   filter. Target: p50 and p95 of the first page, the filtered page and the counts <= 50 ms.
 3. **Stuck detection**: the per-tenant counts the page shows, and the beat job's
    cross-tenant `agents.sweeps.detect_stuck()` over all runs, with the plan of its
    biggest query.
@@ -208,6 +209,8 @@ def main() -> int:
             ("third page by cursor", f"/console/?before={third}", False),
             ("end user filter", f"/console/?user={prefix}0001-user", False),
             ("table only (htmx), status=queued", "/console/?status=queued", False),
+            # The page loads these after itself (one more request), so they are timed too.
+            ("counts by status and reason (htmx)", "/console/summary/", True),
         ]
         rows = []
         for label, url, targeted in cases:

@@ -6,6 +6,7 @@ from agents.console import views
 
 urlpatterns = [
     path("", views.run_list, name="console_runs"),
+    path("summary/", views.run_summary, name="console_summary"),
     path("runs/bulk/", views.run_bulk, name="console_bulk"),
     path("runs/<uuid:run_id>/", views.run_detail, name="console_run"),
     path("runs/<uuid:run_id>/<slug:action>/", views.run_action, name="console_action"),

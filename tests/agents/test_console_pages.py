@@ -181,10 +181,26 @@ def test_the_console_pages_through_runs_by_cursor_without_gaps_or_repeats(tenant
     assert len(seen) == 7 and set(seen) == made
 
 
+@pytest.mark.parametrize("who", WHO)
+def test_only_admins_see_the_console_counts(client_for, run, who):
+    response = client_for(who).get("/console/summary/", HTTP_HX_REQUEST="true")
+    assert response.status_code == _expect(who, admin=200, outsider=200)
+    if who == "outsider":  # counted in their own tenant: no runs
+        assert 'Worker lost</span> <strong class="count">0</strong>' in response.content.decode()
+
+
+def test_the_list_loads_without_waiting_for_the_counts_which_follow_it(client_for, run):
+    page = client_for("admin").get("/console/").content.decode()
+    assert 'hx-get="/console/summary/" hx-trigger="load"' in page
+    assert "Counting…" in page and str(run.pk)[:8] in page
+
+
 def test_the_console_counts_runs_by_status_and_stuck_runs_by_reason(client_for, tenant_a):
     make_run(tenant_a, status="failed", error={"code": "retries_exhausted"})
     make_run(tenant_a, status="running", lease_owner="w", lease_expires_at=ago(9))
-    page = client_for("admin").get("/console/").content.decode()
+    page = client_for("admin").get("/console/summary/", HTTP_HX_REQUEST="true").content.decode()
+    assert page.lstrip().startswith('<div class="grid-2 even" id="console-summary">')
+    assert "hx-trigger" not in page
     assert 'Retries used up</span> <strong class="count">1</strong>' in page
     assert 'Worker lost</span> <strong class="count">1</strong>' in page
     assert 'Failed</span> <strong class="count">1</strong>' in page

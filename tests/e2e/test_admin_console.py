@@ -87,6 +87,8 @@ def test_an_admin_resumes_a_run_whose_worker_was_killed_and_it_completes(
     )
     page.get_by_label("Stuck", exact=True).select_option("lease_expired")
     expect(row).to_contain_text("Worker lost")
+    page.reload()  # the counts load after the list, in a request of their own
+    expect(page.locator("#console-summary")).to_contain_text("Worker lost 1")
     screenshot(page, "console-runs-stuck")
 
     row.get_by_role("link", name="refund_desk").click()
