@@ -69,7 +69,8 @@ class DemoRefundAdmin(ReadOnlyAdmin):
     list_display = ("idempotency_key", "customer", "amount_cents", "requests", "created_at")
 
 
-# Tables added later are listed too (read-only) until they get an admin of their own.
+# Tables added later are listed too (read-only) until they get an admin of their own. The
+# event log is a view over RunEvent and Checkpoint, both listed already.
 for _model in apps.get_app_config("agents").get_models():
-    if not admin.site.is_registered(_model):
+    if not admin.site.is_registered(_model) and _model is not models.RunEventLog:
         admin.site.register(_model, ReadOnlyAdmin)

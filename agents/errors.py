@@ -53,6 +53,14 @@ class ToolFailed(PermanentStepError):
     code = "tool_failed"
 
 
+class LedgerMismatch(PermanentStepError):
+    """A replayed step made a side-effecting call other than the one the ledger recorded at
+    its position: neither sending it (the service would answer the recorded request under
+    the same key) nor answering it with the recorded outcome would be true."""
+
+    code = "ledger_mismatch"
+
+
 class ToolUnavailable(TransientStepError):
     code = "tool_unavailable"
 

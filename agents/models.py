@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from tenants.models import Tenant, TenantOwned
+from tenants.models import Tenant, TenantOwned, TenantQuerySet
 
 
 class SessionStatus(models.TextChoices):
@@ -215,6 +215,16 @@ class Checkpoint(TenantOwned):
     schema_version = models.PositiveIntegerField()
     messages_upto = models.PositiveIntegerField(default=0)  # transcript read up to this seq
     created_at = models.DateTimeField(auto_now_add=True)
+    # A checkpoint the engine wrote is also the record of the attempt that produced it and
+    # of that step's step.finished event (StepAttempt rows are kept for attempts that wrote
+    # no checkpoint: retried, failed, lost). Checkpoints written by an admin's repair
+    # (replay, state edit) leave these empty.
+    attempt = models.PositiveIntegerField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+    event_seq = models.PositiveIntegerField(null=True, blank=True)  # its step.finished event
+    status = models.CharField(max_length=20, blank=True, default="")  # the run's, after it
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="checkpoint_unique_seq")]
@@ -245,6 +255,32 @@ class RunEvent(TenantOwned):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="runevent_unique_seq")]
+        ordering = ["run", "seq"]
+
+    def __str__(self) -> str:
+        return f"event {self.seq} of {self.run_id}: {self.kind}"
+
+
+class RunEventLog(models.Model):
+    """Every event of a run, in order: the rows of RunEvent and the step.finished events
+    that the engine's checkpoints carry (a read-only view, agents_runevent_log, with the
+    caller's row-level security). Read events here; write them with agents.progress."""
+
+    pk = models.CompositePrimaryKey("run", "seq")
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.DO_NOTHING, related_name="+", db_constraint=False
+    )
+    run = models.ForeignKey(Run, on_delete=models.DO_NOTHING, related_name="+", db_constraint=False)
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=40)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField()
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        managed = False
+        db_table = "agents_runevent_log"
         ordering = ["run", "seq"]
 
     def __str__(self) -> str:

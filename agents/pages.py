@@ -23,7 +23,7 @@ from agents.models import (
     Checkpoint,
     Message,
     Run,
-    RunEvent,
+    RunEventLog,
     RunStatus,
     StepAttempt,
     ToolCall,
@@ -66,13 +66,13 @@ class StepEntry:
 def steps(run: Run, *, only: set[int] | None = None) -> list[StepEntry]:
     """The timeline (or only the entries numbered `only`), oldest first."""
     checkpoints = Checkpoint.objects.for_tenant(run.tenant_id).filter(run=run).defer("state")
-    attempts = StepAttempt.objects.for_tenant(run.tenant_id).filter(run=run)
     if only is not None:
-        checkpoints, attempts = checkpoints.filter(seq__in=only), attempts.filter(seq__in=only)
+        checkpoints = checkpoints.filter(seq__in=only)
     entries: dict[int, StepEntry] = {}
-    for cp in checkpoints.order_by("seq"):
+    found = list(checkpoints.order_by("seq"))
+    for cp in found:
         entries[cp.seq] = StepEntry(seq=cp.seq, step=cp.step, checkpoint=cp)
-    for attempt in attempts.order_by("seq", "attempt", "id"):
+    for attempt in selectors.step_attempts(run, found, only=only):
         entry = entries.setdefault(attempt.seq, StepEntry(seq=attempt.seq, step=attempt.step))
         entry.attempts.append(attempt)
     current = run.step_seq + 1
@@ -155,9 +155,9 @@ def tool_calls(run: Run) -> list[ToolCall]:
     return calls
 
 
-def events(run: Run, *, after: int | None = None) -> list[RunEvent]:
+def events(run: Run, *, after: int | None = None) -> list[RunEventLog]:
     """The run's events after number `after` (all of them: the latest EVENTS_SHOWN)."""
-    found = RunEvent.objects.for_tenant(run.tenant_id).filter(run=run)
+    found = RunEventLog.objects.for_tenant(run.tenant_id).filter(run=run)
     if after is not None:
         return list(found.filter(seq__gt=after).order_by("seq"))
     return list(reversed(found.order_by("-seq")[:EVENTS_SHOWN]))

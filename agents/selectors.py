@@ -7,7 +7,15 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
-from agents.models import AgentSession, Checkpoint, Message, Run, StepAttempt, ToolCall
+from agents.models import (
+    AgentSession,
+    AttemptOutcome,
+    Checkpoint,
+    Message,
+    Run,
+    StepAttempt,
+    ToolCall,
+)
 from tenants.context import tenant_context
 from tenants.principal import Principal
 
@@ -51,13 +59,44 @@ def run_for(principal: Principal, run_id: Any) -> Run:
 def run_timeline(run: Run) -> dict[str, list]:
     """Checkpoints, attempts and ledger entries of one run, oldest first."""
     tenant = run.tenant_id
+    checkpoints = list(Checkpoint.objects.for_tenant(tenant).filter(run=run).order_by("seq"))
     return {
-        "checkpoints": list(Checkpoint.objects.for_tenant(tenant).filter(run=run).order_by("seq")),
-        "attempts": list(
-            StepAttempt.objects.for_tenant(tenant).filter(run=run).order_by("seq", "attempt", "id")
-        ),
+        "checkpoints": checkpoints,
+        "attempts": step_attempts(run, checkpoints),
         "tool_calls": list(ToolCall.objects.for_tenant(tenant).filter(run=run)),
     }
+
+
+def step_attempts(
+    run: Run, checkpoints: list[Checkpoint], *, only: set[int] | None = None
+) -> list[StepAttempt]:
+    """Every attempt at the run's steps, oldest first: the StepAttempt rows (attempts that
+    wrote no checkpoint: retried, failed, lost) and the attempt each of `checkpoints`
+    records (the run's checkpoints, or those numbered `only`)."""
+    rows = StepAttempt.objects.for_tenant(run.tenant_id).filter(run=run)
+    if only is not None:
+        rows = rows.filter(seq__in=only)
+    found = list(rows) + [a for a in map(attempt_of, checkpoints) if a is not None]
+    found.sort(key=lambda a: (a.seq, a.attempt, a.ended_at, a.id or 0))
+    return found
+
+
+def attempt_of(checkpoint: Checkpoint) -> StepAttempt | None:
+    """The successful attempt that wrote `checkpoint` (None for an admin's repair)."""
+    if checkpoint.attempt is None:
+        return None
+    return StepAttempt(
+        tenant_id=checkpoint.tenant_id,
+        run_id=checkpoint.run_id,
+        seq=checkpoint.seq,
+        attempt=checkpoint.attempt,
+        step=checkpoint.step,
+        worker=checkpoint.worker,
+        started_at=checkpoint.started_at or checkpoint.created_at,
+        ended_at=checkpoint.created_at,
+        outcome=AttemptOutcome.SUCCEEDED,
+        duration_ms=checkpoint.duration_ms or 0.0,
+    )
 
 
 def transcript(session: AgentSession) -> QuerySet[Message]:

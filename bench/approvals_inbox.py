@@ -308,7 +308,7 @@ class Worker:
 
 def bench_resume(tenant, user, decisions: int) -> dict:
     import agents.tasks
-    from agents.models import Run, StepAttempt
+    from agents.models import Checkpoint, Run
     from agents.services import run_start
     from approvals.models import ApprovalRequest
     from approvals.services import approval_decide
@@ -363,7 +363,7 @@ def bench_resume(tenant, user, decisions: int) -> dict:
                     raise RuntimeError(f"run {run.pk} did not resume; see {worker.log_path}")
                 time.sleep(0.002)
             with tenant_context(tenant.pk):
-                attempt = StepAttempt.objects.for_tenant(tenant).get(run=run, step="done")
+                attempt = Checkpoint.objects.for_tenant(tenant).get(run=run, step="done")
             claimed.append((attempt.started_at - request.decided_at).total_seconds() * 1000)
             finished.append((row["finished_at"] - request.decided_at).total_seconds() * 1000)
     finally:

@@ -355,6 +355,11 @@ def _ratios(results: dict[str, dict]) -> tuple[dict[str, float], dict[str, bool]
                     )
                 )
     for name, value, target, ok in lines:
+        # The raw floor is raw4 (BEGIN, UPDATE, INSERT, COMMIT by hand); raw1, the
+        # same two writes in one round trip, is a stricter floor of our own: shown, not judged.
+        if name.endswith("raw1"):
+            print(f"  {name:<48}{value:>7.2f}   {'-':<7}  (stricter floor, for information)")
+            continue
         met[name.replace(" ", "_").replace("/", "vs").replace("-", "_")] = ok
         print(f"  {name:<48}{value:>7.2f}   {target:<7}  {'yes' if ok else 'NO'}")
     return {k: round(v, 3) for k, v in ratios.items()}, met

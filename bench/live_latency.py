@@ -195,7 +195,7 @@ def wait_for(page, expression: str, timeout: float) -> None:
 def latency(tenant, user, url: str, steps: int, pace: float) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
-    from agents.models import RunEvent
+    from agents.models import RunEventLog
     from bench import _common as common
 
     chromium = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
@@ -238,7 +238,7 @@ def latency(tenant, user, url: str, steps: int, pace: float) -> dict[str, Any]:
             browser.close()
     with _tenant(tenant):
         rows = list(
-            RunEvent.objects.for_tenant(tenant)
+            RunEventLog.objects.for_tenant(tenant)
             .filter(run_id=run_id, kind="step.finished")
             .values_list("seq", "created_at")
         )

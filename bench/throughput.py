@@ -98,8 +98,11 @@ def one_config(tenant, *, workers: int, runs: int, pool: str, app: str) -> dict:
         after, lsn1 = monitor.snapshot(), monitor.lsn()
         used = cpu.stop()
         claims = poll.execute(
-            "SELECT count(*) FROM agents_stepattempt WHERE run_id = ANY(%s::uuid[])",
-            [run_ids],
+            # every attempt: those that wrote a checkpoint, and those that did not
+            "SELECT (SELECT count(*) FROM agents_stepattempt WHERE run_id = ANY(%(ids)s::uuid[]))"
+            " + (SELECT count(*) FROM agents_checkpoint"
+            "     WHERE run_id = ANY(%(ids)s::uuid[]) AND attempt IS NOT NULL)",
+            {"ids": run_ids},
         ).fetchone()[0]
     # The workers' backends have exited (Celery closes them per task anyway), so their I/O
     # statistics are flushed; give the WAL writer's a moment too.

@@ -196,12 +196,16 @@ CELERY_BEAT_SCHEDULE = {
 }
 CELERY_TIMEZONE = TIME_ZONE
 
+# Redis pub/sub: a group is a Redis channel, group_add a SUBSCRIBE on the process's one
+# pub/sub connection, and agents.live.broadcast PUBLISHes to it from the engine (one host
+# only: with several the layer would spread groups over them, and the sender refuses).
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        # Consumers wait for messages with a 5 s blocking pop; redis-py's default socket
-        # timeout is also 5 s, so an idle socket's read timed out and crashed its consumer.
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        # The layer's receiver polls the pub/sub connection with reads of its own 0.1 s
+        # timeout, so an idle connection never hits socket_timeout; it bounds the commands
+        # (connect, SUBSCRIBE, PUBLISH) when Redis hangs.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 5}]},
     }
 }
 
@@ -261,6 +265,10 @@ AGENTSTATE_AGENT_MODULES = env_list("AGENTSTATE_AGENT_MODULES", ["agents.demo"])
 AGENTSTATE_LEASE_SECONDS = env_float("AGENTSTATE_LEASE_SECONDS", 120.0, minimum=1.0)
 # How long one task keeps stepping a run before yielding to the queue (fairness).
 AGENTSTATE_SLICE_SECONDS = env_float("AGENTSTATE_SLICE_SECONDS", 5.0, minimum=0.0)
+# Send the engine's claim and persist as server-side prepared statements (parsed and planned
+# once per connection). Turn off behind a pooler that cannot keep prepared statements
+# (PgBouncer in transaction mode before 1.21, or without max_prepared_statements).
+AGENTSTATE_PREPARED_STATEMENTS = env_bool("AGENTSTATE_PREPARED_STATEMENTS", True)
 AGENTSTATE_REQUEUE_AFTER_SECONDS = env_float("AGENTSTATE_REQUEUE_AFTER_SECONDS", 30.0, minimum=1)
 IDEMPOTENCY_KEY_TTL_HOURS = env_int("IDEMPOTENCY_KEY_TTL_HOURS", 24, minimum=1)
 

@@ -110,7 +110,7 @@ def _attempt_row(tenant: Tenant):
         step="s",
         started_at=now,
         ended_at=now,
-        outcome="succeeded",
+        outcome="retrying",
     )
 
 
@@ -146,6 +146,27 @@ def _run_event_row(tenant: Tenant):
     from agents.models import RunEvent
 
     return RunEvent.objects.create(tenant=tenant, run=_run_row(tenant), seq=1, kind="run.queued")
+
+
+def _run_event_log_rows(tenant: Tenant):
+    """Rows of both halves of the agents_runevent_log view: an event row and a checkpoint
+    carrying its step.finished event. Returns the run."""
+    from agents.models import Checkpoint, RunEvent
+
+    run = _run_row(tenant)
+    RunEvent.objects.create(tenant=tenant, run=run, seq=1, kind="step.started")
+    Checkpoint.objects.create(
+        tenant=tenant,
+        run=run,
+        seq=1,
+        step="s",
+        state={},
+        schema_version=1,
+        attempt=1,
+        event_seq=2,
+        status="running",
+    )
+    return run
 
 
 def _packed_context_row(tenant: Tenant):
@@ -240,6 +261,7 @@ TENANT_OWNED_ROWS = {
             ("agents.ToolCall", _tool_call_row),
             ("agents.IdempotencyRecord", _idempotency_row),
             ("agents.RunEvent", _run_event_row),
+            ("agents.RunEventLog", _run_event_log_rows),
             ("agents.PackedContext", _packed_context_row),
             ("approvals.ApprovalRequest", _approval_row),
             ("approvals.ApprovalPolicy", _approval_policy_row),

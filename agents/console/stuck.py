@@ -28,7 +28,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.db.models.lookups import LessThan
 
 from agents.definitions import all_agents
-from agents.models import FINISHED, Run, RunEvent, RunStatus
+from agents.models import FINISHED, Run, RunEventLog, RunStatus
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def _approval_overdue(now: dt.datetime) -> Exists:
 def _queued_since() -> Greatest:
     # The run's latest event is what put it in the queue (a step that yielded, a retry, a
     # resume); the recovery sweep sets not_before when it requeues or wakes a run without one.
-    last_event = RunEvent.objects.filter(run_id=OuterRef("pk"), seq=OuterRef("event_seq"))
+    last_event = RunEventLog.objects.filter(run_id=OuterRef("pk"), seq=OuterRef("event_seq"))
     return Greatest(
         Coalesce(F("not_before"), F("created_at")),
         Coalesce(Subquery(last_event.values("created_at")[:1]), F("created_at")),
@@ -216,7 +216,9 @@ def reasons_in_python(runs: list[Run], now: dt.datetime) -> dict[Any, list[Reaso
         for r in queued:
             wanted |= Q(run_id=r.pk, seq=r.event_seq)
         for run_id, created in (
-            RunEvent.objects.for_tenant(tenant).filter(wanted).values_list("run_id", "created_at")
+            RunEventLog.objects.for_tenant(tenant)
+            .filter(wanted)
+            .values_list("run_id", "created_at")
         ):
             last_event[run_id] = created
     known = {a.name: a for a in all_agents()}

@@ -11,10 +11,14 @@ that lost its lease (and was superseded) writes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import psycopg
+from django.conf import settings
 from django.db import connection
 
 from agents.models import RunStatus
@@ -62,8 +66,8 @@ def claim(*, tenant_id: str, run_id: Any, worker: str, lease_seconds: float) -> 
         "worker": worker,
         "lease": lease_seconds,
     }
-    with connection.cursor() as cursor:
-        cursor.execute(CLAIM_SQL, params)
+    with _hot_cursor() as cursor:
+        cursor.execute(CLAIM_SQL, params, **_PREPARE)
         row = cursor.fetchone()
     if row is None:
         return None
@@ -192,10 +196,43 @@ class Written(NamedTuple):
 
 def persist(params: dict) -> Written | None:
     """Persist a step (agents_persist_step); None means another worker superseded us."""
-    with connection.cursor() as cursor:
-        cursor.execute(PERSIST_SQL, params)
+    with _hot_cursor() as cursor:
+        cursor.execute(PERSIST_SQL, params, **_PREPARE)
         row = cursor.fetchone()
     return Written(row[0], row[1], row[2]) if row else None
+
+
+_PREPARE = {"prepare": True}
+
+
+@contextlib.contextmanager
+def _hot_cursor() -> Iterator[Any]:
+    """A cursor for the statements every step sends: with AGENTSTATE_PREPARED_STATEMENTS,
+    a psycopg cursor with server-side binding, so `prepare=True` makes the statement a
+    prepared one, parsed and planned once per connection (Django's own cursors bind on the
+    client and send the text each time). Errors are translated and marked on the
+    connection exactly as through Django's cursor, so a broken connection is replaced."""
+    if not settings.AGENTSTATE_PREPARED_STATEMENTS:
+        with connection.cursor() as cursor:
+            yield _Unprepared(cursor)
+        return
+    connection.ensure_connection()
+    connection.validate_no_broken_transaction()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        yield cursor
+
+
+class _Unprepared:
+    """Django's cursor, taking (and ignoring) psycopg's `prepare` argument."""
+
+    def __init__(self, cursor: Any) -> None:
+        self.cursor = cursor
+
+    def execute(self, sql: str, params: dict, prepare: bool = False) -> None:
+        self.cursor.execute(sql, params)
+
+    def fetchone(self) -> Any:
+        return self.cursor.fetchone()
 
 
 def execute_fenced(sql: str, params: dict) -> Written | None:

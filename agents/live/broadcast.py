@@ -1,27 +1,37 @@
-"""Fan progress events out to websocket consumers through the channel layer.
+"""Fan progress events out to websocket consumers through Redis pub/sub.
 
-`broadcast(event)` is a `agents.progress` subscriber, so it runs after the commit. It only
-queues the event: one sender thread per process, with its own event loop (and so its own
-Redis connections), sends them in order. The engine thread never waits for Redis, and a
-Redis hiccup loses at most a live message: pages read what they missed from agents_runevent
-on the next event or reconnect.
+`broadcast(event)` is an `agents.progress` subscriber, so it runs after the commit. It only
+queues the event: one sender thread per process publishes the queue on its own redis-py
+connection, a batch's PUBLISH commands pipelined (one round trip), to the Redis channels on
+which the pub/sub channel layer (`channels_redis.pubsub`) has the consumers subscribed. The
+engine thread never waits for Redis, and a Redis hiccup loses at most a live message: the
+batch is logged and dropped, and pages read what they missed from agents_runevent on the next
+event or reconnect.
 """
 
 from __future__ import annotations
 
-import asyncio
 import atexit
+import contextlib
 import logging
 import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
+
+import redis
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+from redis.connection import ConnectionInterface
 
 logger = logging.getLogger(__name__)
 
 MESSAGE_TYPE = "live.event"  # handled by LiveConsumer.live_event
-MIN_INTERVAL = 0.01  # seconds between two batches of one process's sender
-MAX_CONCURRENT_SENDS = 16  # group_send calls in flight at once (each takes a Redis connection)
+MIN_INTERVAL = 0.01  # seconds the sender rests after each batch (events coalesce meanwhile)
+RETRY_INTERVAL = 1.0  # ... after a failed one (so at most one warning a second)
+PUBSUB_LAYER = "channels_redis.pubsub.RedisPubSubChannelLayer"
 # Sent to the tenant's feeds (runs list, approvals) as well as the run's own group.
 TENANT_KINDS = frozenset(
     {
@@ -67,80 +77,149 @@ def broadcast(event: dict[str, Any]) -> None:
         _sender().put(groups, message)
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where the channel layer's consumers listen: one Redis host, channels named
+    `{prefix}__group__{group}` (as RedisPubSubLoopLayer names them)."""
+
+    prefix: str
+    host: dict[str, Any]  # an entry of the layer's "hosts", as channels_redis decodes it
+
+    def channel(self, group: str) -> str:
+        return f"{self.prefix}__group__{group}"
+
+
+def target() -> Target:
+    """The default channel layer's Redis, or ImproperlyConfigured for one we cannot publish to."""
+    from channels.layers import DEFAULT_CHANNEL_LAYER
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+    from channels_redis.utils import decode_hosts
+
+    layer: dict[str, Any] = settings.CHANNEL_LAYERS.get(DEFAULT_CHANNEL_LAYER, {})
+    backend = str(layer.get("BACKEND", ""))
+    try:
+        pubsub = issubclass(import_string(backend), RedisPubSubChannelLayer)
+    except ImportError:
+        pubsub = False
+    if not pubsub:
+        raise ImproperlyConfigured(
+            f"CHANNEL_LAYERS[{DEFAULT_CHANNEL_LAYER!r}] uses {backend!r}: live progress is "
+            f"published with Redis PUBLISH, which only {PUBSUB_LAYER} delivers."
+        )
+    config = layer.get("CONFIG", {})
+    hosts = decode_hosts(config.get("hosts"))
+    if len(hosts) != 1:
+        raise ImproperlyConfigured(
+            f"CHANNEL_LAYERS[{DEFAULT_CHANNEL_LAYER!r}] lists {len(hosts)} Redis hosts: the "
+            "live sender publishes to one (the pub/sub layer would spread groups over several "
+            "by a hash of their names). Use one Redis host for the channel layer."
+        )
+    if "master_name" in hosts[0]:
+        raise ImproperlyConfigured("the live sender does not support a Redis Sentinel host")
+    return Target(prefix=config.get("prefix", "asgi"), host=hosts[0])
+
+
+target()  # a misconfigured layer fails at startup (the ASGI app imports this module)
+
+
+def _connection(host: dict[str, Any]) -> ConnectionInterface:
+    """A connection to the layer's Redis; it connects when it first sends."""
+    options = {key: value for key, value in host.items() if key != "address"}
+    if "address" in host:
+        pool = redis.ConnectionPool.from_url(host["address"], **options)
+    else:
+        pool = redis.ConnectionPool(**options)
+    return pool.make_connection()
+
+
 class _Sender:
     """Sends the latest message per (group, run): a consumer reads what it missed from the
     database, so when events queue up faster than Redis takes them, only the newest of a
     run needs to go out. The engine thread only stores it in a dict and, if the sender is
     idle, wakes it."""
 
-    def __init__(self) -> None:
+    def __init__(self, where: Target) -> None:
+        from channels.layers import get_channel_layer
+
         self.pid = os.getpid()
-        self.loop = asyncio.new_event_loop()
-        self.lock = threading.Lock()
+        self.target = where
+        # The layer's own serializer: msgpack, or whatever the layer's CONFIG chose.
+        self.serialize = get_channel_layer().serialize
+        self.connection = _connection(where.host)  # only the sender thread uses it
+        lock = threading.Lock()
+        self.wake = threading.Condition(lock)  # the engine queued into an empty dict
+        self.done = threading.Condition(lock)  # a batch was sent (or dropped)
         self.pending: dict[tuple[str, str], dict] = {}
-        self.waiters: list[threading.Event] = []
-        self.wake = asyncio.Event()
-        self.last = 0.0
+        self.queued = 0  # put() calls so far
+        self.handled = 0  # put() calls whose messages were sent or dropped
         self.thread = threading.Thread(target=self._run, name="live-broadcast", daemon=True)
         self.thread.start()
 
     def put(self, groups: list[str], message: dict) -> None:
-        with self.lock:
+        with self.wake:
             idle = not self.pending
             for group in groups:
                 key = (group, message.get("run_id", ""))
                 self.pending.pop(key, None)  # re-inserted last: the newest goes out last
                 self.pending[key] = message
-        if idle:
-            self.loop.call_soon_threadsafe(self.wake.set)
+            self.queued += 1
+            if idle:
+                self.wake.notify()
 
     def flush(self, timeout: float = 2.0) -> bool:
-        """Wait until everything queued so far is sent (or `timeout` passes)."""
-        done = threading.Event()
-        with self.lock:
-            self.waiters.append(done)
-        self.loop.call_soon_threadsafe(self.wake.set)
-        return done.wait(timeout)
+        """Wait until everything queued so far is sent or dropped (False: `timeout` passed)."""
+        with self.done:
+            upto = self.queued
+            return self.done.wait_for(lambda: self.handled >= upto, timeout)
 
     def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(self._pump())
-
-    async def _pump(self) -> None:
-        from channels.layers import get_channel_layer
-
-        layer = get_channel_layer()
         while True:
-            await self.wake.wait()
-            self.wake.clear()
-            # Busy engines would keep this thread sending (and contending for the GIL with
-            # the steps); batches at most every MIN_INTERVAL cost a quiet page nothing and
-            # let a fast run's events coalesce.
-            pause = self.last + MIN_INTERVAL - time.monotonic()
-            if pause > 0:
-                await asyncio.sleep(pause)
-            self.last = time.monotonic()
-            with self.lock:
+            with self.wake:
+                self.wake.wait_for(lambda: self.pending)
                 batch, self.pending = self.pending, {}
-                waiters, self.waiters = self.waiters, []
-            if batch:
-                # Bounded: each send holds a Redis connection, and the pool has a ceiling.
-                gate = asyncio.Semaphore(MAX_CONCURRENT_SENDS)
-                sends = [_send(layer, gate, group, msg) for (group, _), msg in batch.items()]
-                results = await asyncio.gather(*sends, return_exceptions=True)
-                for result in results:
-                    if isinstance(result, BaseException):  # pages catch up from the database
-                        logger.warning("live event not sent: %r", result)
-            for done in waiters:
-                done.set()
-            with self.lock:
-                if self.pending or self.waiters:
-                    self.wake.set()
+                upto = self.queued
+            sent = self._publish(batch)
+            with self.done:
+                self.handled = upto
+                self.done.notify_all()
+            # Busy engines would keep this thread sending (and contending for the GIL with
+            # the steps): resting after each batch lets a fast run's events coalesce and costs
+            # a quiet page nothing (its event goes out at once). After a failure, rest longer.
+            time.sleep(MIN_INTERVAL if sent else RETRY_INTERVAL)
 
+    def _publish(self, batch: dict[tuple[str, str], dict]) -> bool:
+        commands = []
+        for (group, _), message in batch.items():
+            try:
+                commands.append(("PUBLISH", self.target.channel(group), self.serialize(message)))
+            except Exception as exc:  # noqa: BLE001 - a bad message must not stop the others
+                logger.warning("live event not sent: %r (%s: %s)", message, type(exc).__name__, exc)
+        try:
+            try:
+                self._send(commands)
+            except redis.ConnectionError:  # e.g. Redis restarted since the last batch
+                self.connection.disconnect()
+                self._send(commands)  # once more, on a new connection
+            return True
+        except Exception as exc:  # noqa: BLE001 - pages catch up from the database
+            logger.warning(
+                "%d live messages not sent (%s: %s)", len(commands), type(exc).__name__, exc
+            )
+            with contextlib.suppress(Exception):
+                self.connection.disconnect()  # unread replies or a dead socket: start afresh
+            return False
 
-async def _send(layer: Any, gate: asyncio.Semaphore, group: str, message: dict) -> None:
-    async with gate:
-        await layer.group_send(group, message)
+    def _send(self, commands: list[tuple[str, str, bytes]]) -> None:
+        """One round trip: every command written at once, then each reply read.
+
+        redis-py's own connection, without the client's pipeline around it: per batch that
+        wrapper (pool checkout with a readiness poll, retries, metrics hooks) cost as much
+        CPU again as the send itself, and this thread's CPU is taken from the engine's GIL.
+        """
+        if commands:
+            self.connection.send_packed_command(self.connection.pack_commands(commands))
+            for _ in commands:
+                self.connection.read_response()
 
 
 _lock = threading.Lock()
@@ -153,7 +232,7 @@ def _sender() -> _Sender:
     if sender is None or sender.pid != os.getpid():  # first use, or a forked worker process
         with _lock:
             if _current is None or _current.pid != os.getpid():
-                _current = _Sender()
+                _current = _Sender(target())
             sender = _current
     return sender
 

@@ -25,7 +25,7 @@ from django.utils.html import escape
 from agents import pages, selectors
 from agents.forms import RunFilterForm
 from agents.live.access import Refused
-from agents.models import FINISHED, Run, RunEvent
+from agents.models import FINISHED, Run, RunEventLog
 from tenants.context import tenant_context
 from tenants.principal import Principal
 
@@ -78,7 +78,7 @@ def run_catch_up(view: RunView) -> list[str]:
         # Events first, then the run and the rest: each statement sees the commits made
         # before it, so what is rendered is at least as new as the last event it answers.
         events = list(
-            RunEvent.objects.for_tenant(view.principal.tenant)
+            RunEventLog.objects.for_tenant(view.principal.tenant)
             .filter(run_id=view.run_id, seq__gt=view.after)
             .order_by("seq")[:CATCH_UP_LIMIT]
         )
@@ -132,7 +132,7 @@ def run_activity(view: RunView, event: dict[str, Any]) -> list[str]:
     return [render_to_string(f"{RUN}#run-activity", context)]
 
 
-def _run_batch(view: RunView, run: Run, events: list[RunEvent]) -> str:
+def _run_batch(view: RunView, run: Run, events: list[RunEventLog]) -> str:
     ops = _Ops()
     sections: set[str] = set()
     step_seqs: set[int] = set()

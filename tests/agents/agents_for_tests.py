@@ -124,7 +124,10 @@ effects = Agent("effects", version=1, first="pay")
 
 @effects.step
 def pay(ctx):
-    first = ctx.tools.call("count_effect", name="first")
+    # vary_on_retry: the retried step asks for something else first (a model that answers
+    # differently the second time).
+    changed = ctx.run_input.get("vary_on_retry") and calls["effects.pay"] >= 1
+    first = ctx.tools.call("count_effect", name="changed" if changed else "first")
     second = ctx.tools.call("count_effect", name="second")
     calls["effects.pay"] += 1
     if ctx.run_input.get("crash_after_tools") and calls["effects.pay"] == 1:

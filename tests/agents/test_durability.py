@@ -13,6 +13,7 @@ import time
 import pytest
 from django.db import connection
 
+from agents import selectors
 from agents.models import AgentSession, Checkpoint, DemoRefund, Message, Run, StepAttempt
 from agents.services import run_start
 from agents.tasks import enqueue_run
@@ -112,11 +113,9 @@ def assert_exactly_once(run: Run) -> None:
             .order_by("seq")
             .values_list("seq", "step")
         )
-        succeeded = list(
-            StepAttempt.objects.for_tenant(run.tenant_id)
-            .filter(run=run, outcome="succeeded")
-            .values_list("seq", flat=True)
-        )
+        succeeded = [
+            a.seq for a in selectors.run_timeline(run)["attempts"] if a.outcome == "succeeded"
+        ]
         replies = (
             Message.objects.for_tenant(run.tenant_id)
             .filter(session_id=run.session_id, role="assistant")

@@ -8,8 +8,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from agents import selectors
 from agents.engine import store
-from agents.models import Checkpoint, StepAttempt, ToolCall
+from agents.models import Checkpoint, RunEvent, RunEventLog, StepAttempt, ToolCall
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from tenants.context import tenant_context
@@ -20,7 +21,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def rows(model, tenant, **filters):
     with tenant_context(tenant.pk):
-        return list(model.objects.for_tenant(tenant).filter(**filters).order_by("id"))
+        return list(model.objects.for_tenant(tenant).filter(**filters).order_by("pk"))
+
+
+def attempts(run):
+    """Every attempt at the run's steps, as the pages and the API show them."""
+    with tenant_context(run.tenant_id):
+        return selectors.run_timeline(run)["attempts"]
 
 
 def test_a_run_checkpoints_after_every_step_and_succeeds(start, step, reload, tenant_a):
@@ -33,12 +40,40 @@ def test_a_run_checkpoints_after_every_step_and_succeeds(start, step, reload, te
     checkpoints = rows(Checkpoint, tenant_a, run=run)
     assert [(c.seq, c.step) for c in checkpoints] == [(1, "one"), (2, "two"), (3, "three")]
     assert checkpoints[1].state == {"trail": ["one", "two"]}
-    attempts = rows(StepAttempt, tenant_a, run=run)
-    assert [(a.seq, a.attempt, a.outcome) for a in attempts] == [
+    assert [(a.seq, a.attempt, a.outcome) for a in attempts(run)] == [
         (1, 1, "succeeded"),
         (2, 1, "succeeded"),
         (3, 1, "succeeded"),
     ]
+    assert all(c.worker == "w1" and c.duration_ms is not None for c in checkpoints)
+
+
+def test_a_step_writes_two_rows_its_run_update_and_a_checkpoint_that_records_attempt_and_event(
+    start, step, reload, tenant_a
+):
+    run = start("three_steps")
+    step(run)
+    run = reload(run)
+    assert rows(StepAttempt, tenant_a, run=run) == []  # no attempt failed
+    assert [e.kind for e in rows(RunEvent, tenant_a, run=run)] == ["run.queued", "step.started"]
+    log = rows(RunEventLog, tenant_a, run=run)
+    assert [(e.seq, e.kind) for e in log] == [
+        (1, "run.queued"),
+        (2, "step.started"),
+        (3, "step.finished"),
+        (4, "step.finished"),
+        (5, "step.finished"),
+    ]
+    assert run.event_seq == 5
+    last = log[-1].data
+    assert {k: last[k] for k in ("step", "step_seq", "attempt", "status", "next_step")} == {
+        "step": "three",
+        "step_seq": 3,
+        "attempt": 1,
+        "status": "succeeded",
+        "next_step": "",
+    }
+    assert log[2].data["status"] == "running" and log[2].data["next_step"] == "two"
 
 
 def test_a_used_up_time_slice_yields_to_the_queue_and_resumes_from_the_checkpoint(
@@ -135,7 +170,7 @@ def test_a_transient_error_is_retried_with_backoff_without_redoing_earlier_steps
     assert step(run).status == "succeeded"
     assert reload(run).output == {"attempt": 3}
     assert t.calls["flaky.start"] == 1 and t.calls["flaky.wobble"] == 3
-    outcomes = [(a.step, a.attempt, a.outcome) for a in rows(StepAttempt, tenant_a, run=run)]
+    outcomes = [(a.step, a.attempt, a.outcome) for a in attempts(run)]
     assert outcomes == [
         ("start", 1, "succeeded"),
         ("wobble", 1, "retrying"),
@@ -440,3 +475,93 @@ def test_a_429_from_a_real_openai_compatible_server_is_retried_after_its_retry_a
         assert step(run).status == "succeeded"
         assert reload(run).output == {"reply": "hi there"}
         assert len(server.requests) == 2
+
+
+def test_the_claim_always_reads_by_index_whatever_the_statistics_say():
+    # Planned once per connection, a claim once kept a sequential scan of a young table
+    # while it grew (see migration 0007); sequential scans are priced out of it.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT proconfig FROM pg_proc WHERE proname = 'agents_claim_run'")
+        assert "enable_seqscan=off" in cursor.fetchone()[0]
+
+
+def _intent_only(run, tenant: str, *, tool: str, arguments: str) -> None:
+    """A worker died between recording the intent of call 0 of step 1 and its outcome."""
+    from agents.engine import ledger
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            ledger.INTENT_SQL,
+            {
+                "tenant": tenant,
+                "run": str(run.pk),
+                "seq": 1,
+                "index": 0,
+                "tool": tool,
+                "key": f"{run.pk}:1:0",
+                "arguments": arguments,
+            },
+        )
+
+
+@pytest.mark.parametrize(
+    ("recorded_tool", "recorded_arguments"),
+    [("count_effect", '{"name": "y"}'), ("another_tool", '{"name": "x"}')],
+    ids=["other arguments", "other tool"],
+)
+def test_a_replayed_call_that_differs_from_the_recorded_one_is_refused_and_nothing_is_sent(
+    start, admin, tenant_a, recorded_tool, recorded_arguments
+):
+    from agents.engine import ledger
+    from agents.errors import LedgerMismatch
+    from agents.tools import get_tool
+
+    run = start("effects")
+    tenant = str(admin.tenant.pk)
+    _intent_only(run, tenant, tool=recorded_tool, arguments=recorded_arguments)
+    with pytest.raises(LedgerMismatch, match="call 0 of step 1") as refused:
+        ledger.call(
+            tenant_id=tenant,
+            run_id=run.pk,
+            seq=1,
+            index=0,
+            tool=get_tool("count_effect"),
+            arguments={"name": "x"},
+        )
+    assert refused.value.code == "ledger_mismatch" and not refused.value.transient
+    assert t.side_effects.get(f"{run.pk}:1:0") is None  # the key was not sent again
+    [entry] = rows(ToolCall, tenant_a, run=run)
+    assert (entry.tool, entry.status, entry.sends) == (recorded_tool, "intent", 1)
+
+
+def test_a_recorded_outcome_is_not_handed_to_a_different_call(start, admin, tenant_a):
+    from agents.engine import ledger
+    from agents.errors import LedgerMismatch
+    from agents.tools import get_tool
+
+    run = start("effects")
+    tenant, tool = str(admin.tenant.pk), get_tool("count_effect")
+    first = ledger.call(
+        tenant_id=tenant, run_id=run.pk, seq=1, index=0, tool=tool, arguments={"name": "x"}
+    )
+    assert first["key"] == f"{run.pk}:1:0"
+    with pytest.raises(LedgerMismatch):
+        ledger.call(
+            tenant_id=tenant, run_id=run.pk, seq=1, index=0, tool=tool, arguments={"name": "z"}
+        )
+    assert t.side_effects[f"{run.pk}:1:0"] == 1
+    [entry] = rows(ToolCall, tenant_a, run=run)
+    assert (entry.arguments, entry.status, entry.sends) == ({"name": "x"}, "succeeded", 1)
+
+
+def test_a_step_whose_replay_takes_another_path_fails_with_a_clear_error(
+    start, step, reload, tenant_a
+):
+    run = start("effects", crash_after_tools=True, vary_on_retry=True)
+    assert step(run).reason == "retrying"
+    connection.cursor().execute("SELECT pg_sleep(0.6)")
+    assert step(run).status == "failed"
+    error = reload(run).error
+    assert error["code"] == "ledger_mismatch"
+    assert "call 0 of step 1" in error["message"]
+    assert sorted(t.side_effects.values()) == [1, 1]  # nothing was sent twice

@@ -112,7 +112,9 @@ def test_every_model_of_our_apps_is_in_the_django_admin():
         m._meta.label
         for label in ours
         for m in apps.get_app_config(label).get_models()
-        if m not in admin.site._registry
+        # Views (unmanaged) repeat rows of listed tables; the event log has a composite key,
+        # which the admin cannot show.
+        if m not in admin.site._registry and m._meta.managed
     ]
     assert missing == []
 

@@ -10,7 +10,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from agents.models import Run, RunEvent
+from agents.models import Run, RunEventLog
 from tenants.context import tenant_context
 from tenants.models import Role
 from tests import factories, processes
@@ -85,7 +85,7 @@ def events_of(run_id: str) -> list[tuple[int, str]]:
     tenant = _tenant_of(run_id)
     with tenant_context(tenant):
         return list(
-            RunEvent.objects.for_tenant(tenant)
+            RunEventLog.objects.for_tenant(tenant)
             .filter(run_id=run_id)
             .order_by("seq")
             .values_list("seq", "kind")

@@ -16,7 +16,7 @@ from django.test import Client
 
 from agents.engine.runner import drive
 from agents.live.broadcast import flush
-from agents.models import Run, RunEvent
+from agents.models import Run, RunEventLog
 from agents.services import conversation_start
 from tenants.context import tenant_context
 from tests import factories
@@ -155,7 +155,7 @@ def _no_queue(monkeypatch):
 
 def events_of(run: Run) -> list[tuple[int, str]]:
     with tenant_context(run.tenant_id):
-        rows = RunEvent.objects.for_tenant(run.tenant_id).filter(run=run).order_by("seq")
+        rows = RunEventLog.objects.for_tenant(run.tenant_id).filter(run=run).order_by("seq")
         return list(rows.values_list("seq", "kind"))
 
 

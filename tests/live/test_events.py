@@ -16,7 +16,7 @@ from agents.engine import store
 from agents.engine.runner import drive
 from agents.live import render
 from agents.live.broadcast import run_group
-from agents.models import Run, RunEvent
+from agents.models import Run, RunEventLog
 from tenants.context import tenant_context
 from tenants.models import Role
 from tests import factories
@@ -166,4 +166,4 @@ def _drive_silently(run: Run) -> None:
     finally:
         progress._subscribers.extend(subscribers)
     with tenant_context(run.tenant_id):
-        assert RunEvent.objects.for_tenant(run.tenant_id).filter(run=run).count() == 6
+        assert RunEventLog.objects.for_tenant(run.tenant_id).filter(run=run).count() == 6

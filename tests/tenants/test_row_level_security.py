@@ -31,13 +31,44 @@ def tenant_column(model) -> str:
     return "id" if model is Tenant else "tenant_id"
 
 
-MODELS = tenant_owned_models()
+# Tables, and the read-only views over them (unmanaged models).
+MODELS = [m for m in tenant_owned_models() if m._meta.managed]
 IDS = [m._meta.label for m in MODELS]
+VIEWS = [m for m in tenant_owned_models() if not m._meta.managed]
+VIEW_IDS = [m._meta.label for m in VIEWS]
 
 
 def test_every_tenant_owned_model_has_a_factory_for_these_tests():
-    missing = [m._meta.label for m in MODELS if factories.row_factory(m) is None]
+    missing = [m._meta.label for m in MODELS + VIEWS if factories.row_factory(m) is None]
     assert not missing, f"add a row factory to tests/factories.py for {missing}"
+
+
+@pytest.mark.parametrize("view", VIEWS, ids=VIEW_IDS)
+def test_a_view_of_tenant_owned_rows_reads_them_with_the_callers_row_level_security(db, view):
+    # Without security_invoker a view reads its tables with its owner's rights.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relkind, reloptions FROM pg_class WHERE relname = %s", [view._meta.db_table]
+        )
+        kind, options = cursor.fetchone()
+    assert kind == "v" and "security_invoker=true" in (options or [])
+
+
+@pytest.mark.parametrize("view", VIEWS, ids=VIEW_IDS)
+def test_a_view_shows_no_rows_without_a_tenant_and_only_tenant_a_rows_to_tenant_a(
+    db, view, tenant_a, tenant_b
+):
+    factories.make_row(view, tenant_a)
+    factories.make_row(view, tenant_b)
+    table = view._meta.db_table
+    with transaction.atomic():
+        assert count_rows(table) == 0
+    with tenant_context(tenant_a.pk):
+        assert count_rows(table) >= 2
+        assert count_rows(table, f"WHERE tenant_id <> '{tenant_a.pk}'") == 0
+        assert view.objects.for_tenant(tenant_b).count() == 0
+    with system_context("test_inspection"):
+        assert count_rows(table, f"WHERE tenant_id = '{tenant_b.pk}'") >= 2
 
 
 def test_the_application_role_cannot_bypass_row_level_security(db):
