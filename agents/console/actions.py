@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -349,6 +349,7 @@ def _rewind(principal: Principal, run: Run, version: int, start: _Start, repeat:
         wake_payload=None,
         cancel_requested=False,
     )
+    _keep_history(run, after_seq=start.seq)
     Checkpoint.objects.for_tenant(run.tenant_id).filter(run=run, seq__gt=start.seq).delete()
     later_calls = ToolCall.objects.for_tenant(run.tenant_id).filter(run=run, seq__gt=start.seq)
     forgotten = later_calls.delete()[0] if repeat else 0
@@ -365,6 +366,33 @@ def _rewind(principal: Principal, run: Run, version: int, start: _Start, repeat:
     )
     _changed(fresh, enqueue=True)
     return fresh
+
+
+# The checkpoints a rewind removes carry their steps' step.finished events and successful
+# attempts; both become rows of their own first, so the run's history keeps what happened
+# (and its events stay numbered without a gap).
+KEEP_HISTORY_SQL = """
+WITH undone AS (
+    SELECT * FROM agents_checkpoint
+     WHERE run_id = %(run)s AND seq > %(after)s AND attempt IS NOT NULL
+), events AS (
+    INSERT INTO agents_runevent (tenant_id, run_id, seq, kind, data, created_at)
+    SELECT l.tenant_id, l.run_id, l.seq, l.kind, l.data, l.created_at
+      FROM agents_runevent_log l JOIN undone u ON l.run_id = u.run_id AND l.seq = u.event_seq
+     WHERE l.kind = 'step.finished'
+)
+INSERT INTO agents_stepattempt
+    (tenant_id, run_id, seq, attempt, step, worker, started_at, ended_at, outcome,
+     error_class, error_code, message, traceback, duration_ms)
+SELECT tenant_id, run_id, seq, attempt, step, worker, coalesce(started_at, created_at),
+       created_at, 'succeeded', '', '', '', '', coalesce(duration_ms, 0)
+  FROM undone
+"""
+
+
+def _keep_history(run: Run, *, after_seq: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(KEEP_HISTORY_SQL, {"run": str(run.pk), "after": after_seq})
 
 
 def _replay_as_new_run(

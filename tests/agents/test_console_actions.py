@@ -228,6 +228,34 @@ def test_rewinding_a_run_replays_it_from_the_checkpoint_without_repeating_side_e
     assert "run.console.rewound" in audit_actions(run)
 
 
+def test_a_rewind_keeps_the_history_of_the_steps_it_undid(start, step, reload, act, enqueued):
+    from agents import selectors
+    from agents.models import RunEventLog
+
+    run = finished_shop_run(start, step, reload)
+    with tenant_context(run.tenant_id):
+        before = list(RunEventLog.objects.filter(run=run).values_list("seq", "kind", "data"))
+    act(actions.run_replay, run, seq=1, as_new_run=False)
+    step(run)
+    with tenant_context(run.tenant_id):
+        after = list(
+            RunEventLog.objects.filter(run=run).order_by("seq").values_list("seq", "kind", "data")
+        )
+        attempts = selectors.run_timeline(reload(run))["attempts"]
+    assert all(event in after for event in before)  # every event shown before stays, unchanged
+    seqs = [seq for seq, _, _ in after]
+    assert seqs == sorted(set(seqs)) and seqs == list(range(1, len(seqs) + 1))  # no gap
+    finished = [(d["step_seq"], d["step"]) for _, kind, d in after if kind == "step.finished"]
+    assert finished == [(1, "pick"), (2, "charge"), (3, "done"), (2, "charge"), (3, "done")]
+    assert [(a.seq, a.outcome) for a in attempts] == [
+        (1, "succeeded"),
+        (2, "succeeded"),
+        (2, "succeeded"),
+        (3, "succeeded"),
+        (3, "succeeded"),
+    ]
+
+
 def test_rewinding_with_side_effects_chosen_makes_the_recorded_calls_again(
     start, step, reload, act, enqueued
 ):
