@@ -1,0 +1,81 @@
+"""The fence every console action goes through: a conditional UPDATE on the version the
+admin saw (RunChanged when it moved, ActionNotAllowed when the run's state forbids it), the
+audit record, and the run.status event (with a requeue on commit when asked)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.db.models.functions import Now
+
+from agents.console.errors import ActionNotAllowed, RunChanged
+from agents.models import Run, RunStatus
+from agents.progress import publish
+from tenants.principal import Principal
+from tenants.services import audit_record
+
+logger = logging.getLogger("agents.console.actions")
+
+# A run whose worker holds a live lease is being worked on: only cancel, release and resolve
+# apply to it. "Free" is everything else.
+LEASE_EXPIRED = Q(status=RunStatus.RUNNING, lease_expires_at__lt=Now()) | Q(
+    status=RunStatus.RUNNING, lease_owner=""
+)
+FREE = ~Q(status=RunStatus.RUNNING) | LEASE_EXPIRED
+REQUEUE = {
+    "status": RunStatus.QUEUED,
+    "lease_owner": "",
+    "lease_expires_at": None,
+    "not_before": Now(),  # also marks when the run was queued (stuck detection)
+    "resolved_at": None,
+}
+
+
+def fenced(
+    principal: Principal,
+    run: Run,
+    version: int,
+    allowed: Q,
+    refusal: str,
+    *,
+    bump: bool = True,
+    **fields: Any,
+) -> Run:
+    """UPDATE the run if it still has `version` and matches `allowed`; else explain why not."""
+    runs = Run.objects.for_tenant(principal.tenant).filter(pk=run.pk)
+    changes: dict[str, Any] = {"version": F("version") + 1, "updated_at": Now()} if bump else {}
+    if not runs.filter(allowed, version=version).update(**changes, **fields):
+        current = runs.first()
+        if current is None or current.version != version:
+            raise RunChanged(detail={"version": getattr(current, "version", None)})
+        raise ActionNotAllowed(refusal.format(status=current.get_status_display().lower()))
+    return runs.get()
+
+
+def audit(principal: Principal, run: Run, action: str, before: Run, **after: Any) -> None:
+    audit_record(
+        tenant=principal.tenant,
+        actor=principal,
+        action=f"run.console.{action}",
+        target=run,
+        before={"status": before.status, "version": before.version},
+        after={"status": run.status, "version": run.version, **after},
+    )
+    logger.info(
+        "console action %s on run %s",
+        action,
+        run.pk,
+        extra={"tenant_id": str(run.tenant_id), "run_id": str(run.pk), "action": action},
+    )
+
+
+def changed(run: Run, *, enqueue: bool) -> None:
+    publish(tenant_id=run.tenant_id, run_id=run.pk, kind="run.status", status=run.status)
+    if enqueue:
+        from agents.tasks import enqueue_run
+
+        tenant_id, run_id = run.tenant_id, run.pk
+        transaction.on_commit(lambda: enqueue_run(tenant_id=tenant_id, run_id=run_id))

@@ -1,0 +1,202 @@
+"""Replay a run from checkpoint N: as a new run, or by rewinding this one. Recorded
+side effects are answered from the ledger unless the admin asks for them to be made again.
+Fenced, audited and one transaction like every console action (see fencing.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from agents.console.errors import NoSuchCheckpoint
+from agents.console.fencing import FREE, REQUEUE, audit, changed, fenced
+from agents.definitions import Agent, get_agent
+from agents.models import Checkpoint, Run, ToolCall
+from agents.progress import publish
+from tenants.principal import Principal
+from tenants.services import audit_record
+
+
+@dataclass(frozen=True)
+class _Start:
+    seq: int
+    step: str
+    schema_version: int
+
+
+def _start_point(run: Run, seq: int, agent: Agent) -> _Start:
+    if seq == 0:
+        return _Start(0, agent.first, agent.state_version)
+    found = (
+        Checkpoint.objects.for_tenant(run.tenant_id)
+        .filter(run=run, seq=seq)
+        .values_list("next_step", "schema_version")
+        .first()
+    )
+    if found is None or seq > run.step_seq:
+        raise NoSuchCheckpoint(f"The run has no checkpoint {seq} (it has 0 to {run.step_seq}).")
+    if not found[0]:
+        raise NoSuchCheckpoint(f"Checkpoint {seq} ended the run; there is nothing after it.")
+    return _Start(seq, found[0], found[1])
+
+
+@transaction.atomic
+def run_replay(
+    *,
+    principal: Principal,
+    run: Run,
+    version: int,
+    seq: int,
+    as_new_run: bool,
+    repeat_side_effects: bool = False,
+) -> Run:
+    """Run again from checkpoint `seq` (0: from the start), as a new run or by rewinding this
+    one. Side-effecting calls recorded after the checkpoint are replayed from the ledger,
+    not made again, unless `repeat_side_effects`. Returns the run that will continue."""
+    agent = get_agent(run.agent)
+    start = _start_point(run, seq, agent)
+    if as_new_run:
+        return _replay_as_new_run(principal, run, version, start, repeat_side_effects)
+    return _rewind(principal, run, version, start, repeat_side_effects)
+
+
+def _rewind(principal: Principal, run: Run, version: int, start: _Start, repeat: bool) -> Run:
+    from approvals.services import requests_cancel_for_run
+
+    fresh = fenced(
+        principal,
+        run,
+        version,
+        FREE,
+        "A worker is running this step; release the lease first ({status}).",
+        **REQUEUE,
+        step_seq=start.seq,
+        current_step=start.step,
+        state_schema_version=start.schema_version,
+        attempts=0,
+        output=None,
+        error=None,
+        finished_at=None,
+        waiting_for="",
+        wake_payload=None,
+        cancel_requested=False,
+    )
+    _keep_history(run, after_seq=start.seq)
+    Checkpoint.objects.for_tenant(run.tenant_id).filter(run=run, seq__gt=start.seq).delete()
+    later_calls = ToolCall.objects.for_tenant(run.tenant_id).filter(run=run, seq__gt=start.seq)
+    forgotten = later_calls.delete()[0] if repeat else 0
+    requests_cancel_for_run(tenant_id=run.tenant_id, run_id=run.pk)
+    audit(
+        principal,
+        fresh,
+        "rewound",
+        run,
+        from_checkpoint=start.seq,
+        step=start.step,
+        side_effects_repeated=repeat,
+        ledger_entries_forgotten=forgotten,
+    )
+    changed(fresh, enqueue=True)
+    return fresh
+
+
+# The checkpoints a rewind removes carry their steps' step.finished events and successful
+# attempts; both become rows of their own first, so the run's history keeps what happened
+# (and its events stay numbered without a gap).
+KEEP_HISTORY_SQL = """
+WITH undone AS (
+    SELECT * FROM agents_checkpoint
+     WHERE run_id = %(run)s AND seq > %(after)s AND attempt IS NOT NULL
+), events AS (
+    INSERT INTO agents_runevent (tenant_id, run_id, seq, kind, data, created_at)
+    SELECT l.tenant_id, l.run_id, l.seq, l.kind, l.data, l.created_at
+      FROM agents_runevent_log l JOIN undone u ON l.run_id = u.run_id AND l.seq = u.event_seq
+     WHERE l.kind = 'step.finished'
+)
+INSERT INTO agents_stepattempt
+    (tenant_id, run_id, seq, attempt, step, worker, started_at, ended_at, outcome,
+     error_class, error_code, message, traceback, duration_ms)
+SELECT tenant_id, run_id, seq, attempt, step, worker, coalesce(started_at, created_at),
+       created_at, 'succeeded', '', '', '', '', coalesce(duration_ms, 0)
+  FROM undone
+"""
+
+
+def _keep_history(run: Run, *, after_seq: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(KEEP_HISTORY_SQL, {"run": str(run.pk), "after": after_seq})
+
+
+def _replay_as_new_run(
+    principal: Principal, run: Run, version: int, start: _Start, repeat: bool
+) -> Run:
+    # The original is not changed, but it must still be the version the admin looked at.
+    fenced(principal, run, version, Q(), "", bump=False, updated_at=F("updated_at"))
+    new = Run.objects.create(
+        tenant=principal.tenant,
+        session_id=run.session_id,
+        agent=run.agent,
+        agent_version=get_agent(run.agent).version,
+        current_step=start.step,
+        step_seq=start.seq,
+        state_schema_version=start.schema_version,
+        input=run.input,
+        created_by=principal.user,
+        not_before=timezone.now(),
+    )
+    tenant = run.tenant_id
+    Checkpoint.objects.bulk_create(
+        Checkpoint(
+            tenant_id=tenant,
+            run=new,
+            seq=cp.seq,
+            step=cp.step,
+            next_step=cp.next_step,
+            state=cp.state,
+            schema_version=cp.schema_version,
+            messages_upto=cp.messages_upto,
+        )
+        for cp in Checkpoint.objects.for_tenant(tenant).filter(run=run, seq__lte=start.seq)
+    )
+    # Completed calls after the checkpoint are copied so the ledger answers them; calls whose
+    # outcome is unknown are not (they go out again, with the new run's key).
+    calls = ToolCall.objects.for_tenant(tenant).filter(run=run)
+    if repeat:
+        calls = calls.filter(seq__lte=start.seq)
+    else:
+        calls = calls.filter(Q(seq__lte=start.seq) | ~Q(status="intent"))
+    copied = ToolCall.objects.bulk_create(
+        ToolCall(
+            tenant_id=tenant,
+            run=new,
+            seq=c.seq,
+            call_index=c.call_index,
+            tool=c.tool,
+            idempotency_key=c.idempotency_key,
+            arguments=c.arguments,
+            status=c.status,
+            result=c.result,
+            sends=0,
+            completed_at=c.completed_at,
+        )
+        for c in calls
+    )
+    detail = {"from_checkpoint": start.seq, "side_effects_repeated": repeat}
+    audit(principal, run, "replayed", run, new_run=str(new.pk), **detail)
+    audit_record(
+        tenant=principal.tenant,
+        actor=principal,
+        action="run.started",
+        target=new,
+        after={
+            "agent": new.agent,
+            "replay_of": str(run.pk),
+            **detail,
+            "ledger_copied": len(copied),
+        },
+    )
+    publish(tenant_id=new.tenant_id, run_id=new.pk, kind="run.queued", status=new.status)
+    changed(new, enqueue=True)
+    return new
