@@ -3,6 +3,7 @@
 import os
 
 from celery import Celery
+from celery.signals import worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -13,3 +14,17 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 # expired connections are still dropped by close_old_connections() in the tasks.
 app.conf.update(CELERY_DB_REUSE_MAX=1000)
 app.autodiscover_tasks()
+
+
+@worker_init.connect
+def _refuse_a_channel_layer_we_cannot_publish_to(**_: object) -> None:
+    """Workers publish live progress: a channel layer they cannot publish to stops the worker
+    at startup instead of logging a configuration error at every step."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        from agents.live.broadcast import target
+
+        target()
+    except ImproperlyConfigured as exc:  # Celery logs and ignores exceptions from handlers
+        raise SystemExit(f"ImproperlyConfigured: {exc}") from exc

@@ -8,6 +8,7 @@ import asyncio
 import logging
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -249,3 +250,20 @@ def test_the_sender_publishes_where_the_configured_layer_listens(settings):
         }
     }
     assert live.target().channel(run_group("r")) == "other__group__run.r"
+
+
+@pytest.mark.django_db
+def test_a_worker_refuses_to_start_with_a_channel_layer_it_cannot_publish_to():
+    from tests.processes import Proc, process_env
+
+    argv = [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo"]
+    env = process_env(DJANGO_SETTINGS_MODULE="tests.fakes.core_layer_settings")
+    proc = Proc("worker-bad-layer", argv, env)
+    try:
+        deadline = time.monotonic() + 30
+        while proc.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not proc.alive(), "the worker started anyway"
+        assert "ImproperlyConfigured" in proc.log() and "ready." not in proc.log()
+    finally:
+        proc.stop()
