@@ -220,11 +220,11 @@ class Checkpoint(TenantOwned):
     # no checkpoint: retried, failed, lost). Checkpoints written by an admin's repair
     # (replay, state edit) leave these empty.
     attempt = models.PositiveIntegerField(null=True, blank=True)
-    worker = models.CharField(max_length=200, blank=True, default="")
+    worker = models.CharField(max_length=200, blank=True, default="", db_default="")
     started_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.FloatField(null=True, blank=True)
     event_seq = models.PositiveIntegerField(null=True, blank=True)  # its step.finished event
-    status = models.CharField(max_length=20, blank=True, default="")  # the run's, after it
+    status = models.CharField(max_length=20, blank=True, default="", db_default="")  # run's, after
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="checkpoint_unique_seq")]

@@ -235,7 +235,8 @@ def persist_function_ddl(sql: str) -> tuple[list[str], str] | None:
     args = ", ".join(f"p_{n} {PARAM_TYPES[n]}" for n in names)
     body = re.sub(r"%\((\w+)\)s", lambda m: "p_" + m.group(1), sql).strip()
     return names, (
-        f"CREATE FUNCTION bench_persist({args}) RETURNS TABLE(o_status varchar, o_version int)"
+        f"CREATE FUNCTION bench_persist({args})"
+        " RETURNS TABLE(o_status varchar, o_version int, o_event_seq int)"
         " LANGUAGE plpgsql AS $fn$ BEGIN"
         " PERFORM set_config('app.tenant_id', p_tenant::text, true);"
         f" RETURN QUERY {body}; END $fn$"
