@@ -17,7 +17,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from agents.console.errors import ActionNotAllowed, InvalidState
-from agents.console.fencing import FREE, LEASE_EXPIRED, REQUEUE, audit, changed, fenced
+from agents.console.fencing import BUSY, FREE, LEASE_EXPIRED, REQUEUE, audit, changed, fenced
 from agents.console.replay import run_replay  # noqa: F401 - an action like the others
 from agents.definitions import Agent, get_agent
 from agents.models import WAITING, Checkpoint, Run, RunStatus, StepAttempt
@@ -188,7 +188,7 @@ def run_edit_state(*, principal: Principal, run: Run, version: int, state: str) 
         run,
         version,
         FREE,
-        "A worker is running this step; release the lease first ({status}).",
+        BUSY,
         state_schema_version=agent.state_version,
     )
     checkpoints = Checkpoint.objects.for_tenant(run.tenant_id).filter(run=run)

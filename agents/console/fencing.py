@@ -25,6 +25,8 @@ LEASE_EXPIRED = Q(status=RunStatus.RUNNING, lease_expires_at__lt=Now()) | Q(
     status=RunStatus.RUNNING, lease_owner=""
 )
 FREE = ~Q(status=RunStatus.RUNNING) | LEASE_EXPIRED
+# Why an action that needs a free run is refused while a worker holds it.
+BUSY = "A worker is running this step; release the lease first ({status})."
 REQUEUE = {
     "status": RunStatus.QUEUED,
     "lease_owner": "",

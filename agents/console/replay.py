@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from agents import selectors
 from agents.console.errors import NoSuchCheckpoint
-from agents.console.fencing import FREE, REQUEUE, audit, changed, fenced
+from agents.console.fencing import BUSY, FREE, REQUEUE, audit, changed, fenced
 from agents.definitions import Agent, get_agent
-from agents.models import Checkpoint, Run, ToolCall
+from agents.models import Checkpoint, Run, RunEvent, RunEventLog, StepAttempt, ToolCall
 from agents.progress import publish
 from tenants.principal import Principal
 from tenants.services import audit_record
@@ -70,7 +71,7 @@ def _rewind(principal: Principal, run: Run, version: int, start: _Start, repeat:
         run,
         version,
         FREE,
-        "A worker is running this step; release the lease first ({status}).",
+        BUSY,
         **REQUEUE,
         step_seq=start.seq,
         current_step=start.step,
@@ -102,31 +103,30 @@ def _rewind(principal: Principal, run: Run, version: int, start: _Start, repeat:
     return fresh
 
 
-# The checkpoints a rewind removes carry their steps' step.finished events and successful
-# attempts; both become rows of their own first, so the run's history keeps what happened
-# (and its events stay numbered without a gap).
-KEEP_HISTORY_SQL = """
-WITH undone AS (
-    SELECT * FROM agents_checkpoint
-     WHERE run_id = %(run)s AND seq > %(after)s AND attempt IS NOT NULL
-), events AS (
-    INSERT INTO agents_runevent (tenant_id, run_id, seq, kind, data, created_at)
-    SELECT l.tenant_id, l.run_id, l.seq, l.kind, l.data, l.created_at
-      FROM agents_runevent_log l JOIN undone u ON l.run_id = u.run_id AND l.seq = u.event_seq
-     WHERE l.kind = 'step.finished'
-)
-INSERT INTO agents_stepattempt
-    (tenant_id, run_id, seq, attempt, step, worker, started_at, ended_at, outcome,
-     error_class, error_code, message, traceback, duration_ms)
-SELECT tenant_id, run_id, seq, attempt, step, worker, coalesce(started_at, created_at),
-       created_at, 'succeeded', '', '', '', '', coalesce(duration_ms, 0)
-  FROM undone
-"""
-
-
 def _keep_history(run: Run, *, after_seq: int) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(KEEP_HISTORY_SQL, {"run": str(run.pk), "after": after_seq})
+    """The checkpoints a rewind removes carry their steps' successful attempts and
+    step.finished events: both become rows of their own first, so the run's history keeps
+    what happened (and its events stay numbered without a gap)."""
+    undone = list(
+        Checkpoint.objects.for_tenant(run.tenant_id)
+        .filter(run=run, seq__gt=after_seq, attempt__isnull=False)
+        .defer("state")
+    )
+    StepAttempt.objects.bulk_create(filter(None, map(selectors.attempt_of, undone)))
+    finished = RunEventLog.objects.for_tenant(run.tenant_id).filter(
+        run=run, kind="step.finished", seq__in=[cp.event_seq for cp in undone]
+    )
+    RunEvent.objects.bulk_create(
+        RunEvent(
+            tenant_id=e.tenant_id,
+            run_id=e.run_id,
+            seq=e.seq,
+            kind=e.kind,
+            data=e.data,
+            created_at=e.created_at,
+        )
+        for e in finished
+    )
 
 
 def _replay_as_new_run(

@@ -11,9 +11,7 @@ that lost its lease (and was superseded) writes nothing.
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -66,9 +64,7 @@ def claim(*, tenant_id: str, run_id: Any, worker: str, lease_seconds: float) -> 
         "worker": worker,
         "lease": lease_seconds,
     }
-    with _hot_cursor() as cursor:
-        cursor.execute(CLAIM_SQL, params, **_PREPARE)
-        row = cursor.fetchone()
+    row = _fetch_one(CLAIM_SQL, params)
     if row is None:
         return None
     (
@@ -196,43 +192,25 @@ class Written(NamedTuple):
 
 def persist(params: dict) -> Written | None:
     """Persist a step (agents_persist_step); None means another worker superseded us."""
-    with _hot_cursor() as cursor:
-        cursor.execute(PERSIST_SQL, params, **_PREPARE)
-        row = cursor.fetchone()
+    row = _fetch_one(PERSIST_SQL, params)
     return Written(row[0], row[1], row[2]) if row else None
 
 
-_PREPARE = {"prepare": True}
-
-
-@contextlib.contextmanager
-def _hot_cursor() -> Iterator[Any]:
-    """A cursor for the statements every step sends: with AGENTSTATE_PREPARED_STATEMENTS,
-    a psycopg cursor with server-side binding, so `prepare=True` makes the statement a
-    prepared one, parsed and planned once per connection (Django's own cursors bind on the
-    client and send the text each time). Errors are translated and marked on the
-    connection exactly as through Django's cursor, so a broken connection is replaced."""
+def _fetch_one(sql: str, params: dict) -> Any:
+    """Run one of the statements every step sends. With AGENTSTATE_PREPARED_STATEMENTS it
+    goes through a psycopg cursor with server-side binding and `prepare=True`: parsed and
+    planned once per connection (Django's own cursors bind on the client and send the text
+    each time). Errors are translated and marked on the connection exactly as through
+    Django's cursor, so a broken connection is replaced."""
     if not settings.AGENTSTATE_PREPARED_STATEMENTS:
         with connection.cursor() as cursor:
-            yield _Unprepared(cursor)
-        return
+            cursor.execute(sql, params)
+            return cursor.fetchone()
     connection.ensure_connection()
     connection.validate_no_broken_transaction()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        yield cursor
-
-
-class _Unprepared:
-    """Django's cursor, taking (and ignoring) psycopg's `prepare` argument."""
-
-    def __init__(self, cursor: Any) -> None:
-        self.cursor = cursor
-
-    def execute(self, sql: str, params: dict, prepare: bool = False) -> None:
-        self.cursor.execute(sql, params)
-
-    def fetchone(self) -> Any:
-        return self.cursor.fetchone()
+        cursor.execute(sql, params, prepare=True)
+        return cursor.fetchone()
 
 
 def execute_fenced(sql: str, params: dict) -> Written | None:

@@ -235,14 +235,11 @@ def test_side_effects_happen_once_when_a_step_is_retried_after_its_tools_returne
     assert reload(run).output["first"] == {"done": "first", "key": f"{run.pk}:1:0"}
 
 
-def test_an_intent_without_outcome_is_sent_again_with_the_same_key(start, admin, tenant_a):
+def _intent_only(run, tenant: str, *, tool: str, arguments: str) -> None:
+    """A worker died between recording the intent of call 0 of step 1 and its outcome."""
     from agents.engine import ledger
-    from agents.tools import get_tool
 
-    run = start("effects")
-    tool = get_tool("count_effect")
-    tenant = str(admin.tenant.pk)
-    with connection.cursor() as cursor:  # a worker died between intent and outcome
+    with connection.cursor() as cursor:
         cursor.execute(
             ledger.INTENT_SQL,
             {
@@ -250,11 +247,21 @@ def test_an_intent_without_outcome_is_sent_again_with_the_same_key(start, admin,
                 "run": str(run.pk),
                 "seq": 1,
                 "index": 0,
-                "tool": tool.name,
+                "tool": tool,
                 "key": f"{run.pk}:1:0",
-                "arguments": '{"name": "x"}',
+                "arguments": arguments,
             },
         )
+
+
+def test_an_intent_without_outcome_is_sent_again_with_the_same_key(start, admin, tenant_a):
+    from agents.engine import ledger
+    from agents.tools import get_tool
+
+    run = start("effects")
+    tool = get_tool("count_effect")
+    tenant = str(admin.tenant.pk)
+    _intent_only(run, tenant, tool=tool.name, arguments='{"name": "x"}')
     result = ledger.call(
         tenant_id=tenant, run_id=run.pk, seq=1, index=0, tool=tool, arguments={"name": "x"}
     )
@@ -485,25 +492,6 @@ def test_the_claim_always_reads_by_index_whatever_the_statistics_say():
         assert "enable_seqscan=off" in cursor.fetchone()[0]
 
 
-def _intent_only(run, tenant: str, *, tool: str, arguments: str) -> None:
-    """A worker died between recording the intent of call 0 of step 1 and its outcome."""
-    from agents.engine import ledger
-
-    with connection.cursor() as cursor:
-        cursor.execute(
-            ledger.INTENT_SQL,
-            {
-                "tenant": tenant,
-                "run": str(run.pk),
-                "seq": 1,
-                "index": 0,
-                "tool": tool,
-                "key": f"{run.pk}:1:0",
-                "arguments": arguments,
-            },
-        )
-
-
 @pytest.mark.parametrize(
     ("recorded_tool", "recorded_arguments"),
     [("count_effect", '{"name": "y"}'), ("another_tool", '{"name": "x"}')],
@@ -565,3 +553,12 @@ def test_a_step_whose_replay_takes_another_path_fails_with_a_clear_error(
     assert error["code"] == "ledger_mismatch"
     assert "call 0 of step 1" in error["message"]
     assert sorted(t.side_effects.values()) == [1, 1]  # nothing was sent twice
+
+
+def test_with_prepared_statements_off_a_run_checkpoints_every_step_the_same_way(
+    start, step, reload, tenant_a, settings
+):
+    settings.AGENTSTATE_PREPARED_STATEMENTS = False  # behind an old transaction-mode pooler
+    run = start("three_steps")
+    assert (step(run).steps, reload(run).status) == (3, "succeeded")
+    assert [c.seq for c in rows(Checkpoint, tenant_a, run=run)] == [1, 2, 3]
