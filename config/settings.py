@@ -269,6 +269,11 @@ AGENTSTATE_SLICE_SECONDS = env_float("AGENTSTATE_SLICE_SECONDS", 5.0, minimum=0.
 # once per connection). Turn off behind a pooler that cannot keep prepared statements
 # (PgBouncer in transaction mode before 1.21, or without max_prepared_statements).
 AGENTSTATE_PREPARED_STATEMENTS = env_bool("AGENTSTATE_PREPARED_STATEMENTS", True)
+if AGENTSTATE_PREPARED_STATEMENTS:
+    # Django connects with psycopg's prepare_threshold=None, which disables preparing even
+    # for a statement executed with prepare=True. A threshold no query reaches keeps the
+    # ORM's queries unprepared and lets the engine prepare the two it asks for.
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 2**31 - 1
 AGENTSTATE_REQUEUE_AFTER_SECONDS = env_float("AGENTSTATE_REQUEUE_AFTER_SECONDS", 30.0, minimum=1)
 IDEMPOTENCY_KEY_TTL_HOURS = env_int("IDEMPOTENCY_KEY_TTL_HOURS", 24, minimum=1)
 

@@ -562,3 +562,19 @@ def test_with_prepared_statements_off_a_run_checkpoints_every_step_the_same_way(
     run = start("three_steps")
     assert (step(run).steps, reload(run).status) == (3, "succeeded")
     assert [c.seq for c in rows(Checkpoint, tenant_a, run=run)] == [1, 2, 3]
+
+
+def test_the_claim_and_every_persist_are_prepared_once_per_connection_and_reused(
+    start, step, reload, tenant_a
+):
+    run = start("three_steps")
+    assert step(run).steps == 3
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE '%%agents_claim_run%%'"
+            " OR statement LIKE '%%agents_persist_step%%'"
+        )
+        prepared = {("claim" if "claim" in s else "persist"): n for s, n in cursor.fetchall()}
+    assert prepared.get("claim", 0) >= 1
+    assert prepared.get("persist", 0) >= 3  # one statement, planned once, run every step
