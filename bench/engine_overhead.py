@@ -141,6 +141,13 @@ def main() -> int:
     parser.add_argument("--runs-per-round", type=int, default=3)
     parser.add_argument("--only", default="", help="comma-separated variant keys")
     parser.add_argument(
+        "--placement",
+        choices=("apart", "free"),
+        default="apart",
+        help="apart: this process on one half of the CPUs, PostgreSQL and Redis on the other "
+        "(default); free: wherever the scheduler puts them",
+    )
+    parser.add_argument(
         "--celery-app",
         default="config",
         help="Celery app module of the worker (bench._celery_reuse_db is a what-if)",
@@ -149,6 +156,8 @@ def main() -> int:
 
     common.setup_django()
     settings = common.assert_durable()
+    placement = common.place_apart() if args.placement == "apart" else "free (not pinned)"
+    print(f"placement: {placement}")
     from bench._peers import DBOSPeer, LangGraphPeer, RawFloor, describe_versions
 
     keys = [k for k in LABELS if not args.only or k in args.only.split(",")]
@@ -253,6 +262,7 @@ def main() -> int:
             },
             "met": met,
             "server": settings,
+            "placement": placement,
             "versions": describe_versions(),
         }
     )

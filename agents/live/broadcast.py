@@ -12,6 +12,7 @@ event or reconnect.
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import logging
 import os
@@ -70,11 +71,14 @@ def groups_for(event: dict[str, Any]) -> list[str]:
 
 
 def broadcast(event: dict[str, Any]) -> None:
-    """Queue the event for every group that shows it (called after commit)."""
-    groups = groups_for(event)
-    if groups:
-        message = {"type": MESSAGE_TYPE, **{k: event[k] for k in FIELDS if k in event}}
-        _sender().put(groups, message)
+    """Queue the event for every group that shows it (called after commit, on the engine's
+    thread: a deque append; which groups, and what of the event they get, is worked out by
+    the sender thread)."""
+    _sender().put(event)
+
+
+def message_for(event: dict[str, Any]) -> dict[str, Any]:
+    return {"type": MESSAGE_TYPE, **{k: event[k] for k in FIELDS if k in event}}
 
 
 @dataclass(frozen=True)
@@ -135,8 +139,8 @@ def _connection(host: dict[str, Any]) -> ConnectionInterface:
 class _Sender:
     """Sends the latest message per (group, run): a consumer reads what it missed from the
     database, so when events queue up faster than Redis takes them, only the newest of a
-    run needs to go out. The engine thread only stores it in a dict and, if the sender is
-    idle, wakes it."""
+    run needs to go out. The engine thread only appends the event to a deque and, if the
+    sender is idle, wakes it; everything else happens on the sender's thread."""
 
     def __init__(self, where: Target) -> None:
         from channels.layers import get_channel_layer
@@ -146,46 +150,62 @@ class _Sender:
         # The layer's own serializer: msgpack, or whatever the layer's CONFIG chose.
         self.serialize = get_channel_layer().serialize
         self.connection = _connection(where.host)  # only the sender thread uses it
-        lock = threading.Lock()
-        self.wake = threading.Condition(lock)  # the engine queued into an empty dict
-        self.done = threading.Condition(lock)  # a batch was sent (or dropped)
-        self.pending: dict[tuple[str, str], dict] = {}
-        self.queued = 0  # put() calls so far
-        self.handled = 0  # put() calls whose messages were sent or dropped
+        # Events, and flush() markers (an Event set once everything queued before it is
+        # sent or dropped). deque.append and popleft are atomic: the engine takes no lock.
+        self.queue: collections.deque[dict[str, Any] | threading.Event] = collections.deque()
+        self.wake = threading.Event()
+        self.idle = False  # written by the sender thread only
+        self.handled = 0  # events sent or dropped so far (sender thread only)
         self.thread = threading.Thread(target=self._run, name="live-broadcast", daemon=True)
         self.thread.start()
 
-    def put(self, groups: list[str], message: dict) -> None:
-        with self.wake:
-            idle = not self.pending
-            for group in groups:
-                key = (group, message.get("run_id", ""))
-                self.pending.pop(key, None)  # re-inserted last: the newest goes out last
-                self.pending[key] = message
-            self.queued += 1
-            if idle:
-                self.wake.notify()
+    def put(self, event: dict[str, Any]) -> None:
+        self.queue.append(event)
+        if self.idle:
+            self.wake.set()
 
     def flush(self, timeout: float = 2.0) -> bool:
         """Wait until everything queued so far is sent or dropped (False: `timeout` passed)."""
-        with self.done:
-            upto = self.queued
-            return self.done.wait_for(lambda: self.handled >= upto, timeout)
+        done = threading.Event()
+        self.put(done)  # type: ignore[arg-type]
+        return done.wait(timeout)
 
     def _run(self) -> None:
         while True:
-            with self.wake:
-                self.wake.wait_for(lambda: self.pending)
-                batch, self.pending = self.pending, {}
-                upto = self.queued
-            sent = self._publish(batch)
-            with self.done:
-                self.handled = upto
-                self.done.notify_all()
+            # Cleared and marked idle before looking: an append after the look sees idle
+            # and sets the event, so no wake-up is lost.
+            self.wake.clear()
+            self.idle = True
+            if not self.queue:
+                self.wake.wait()
+            self.idle = False
+            batch, markers = self._drain()
+            sent = self._publish(batch) if batch else True
+            for marker in markers:
+                marker.set()
             # Busy engines would keep this thread sending (and contending for the GIL with
             # the steps): resting after each batch lets a fast run's events coalesce and costs
             # a quiet page nothing (its event goes out at once). After a failure, rest longer.
             time.sleep(MIN_INTERVAL if sent else RETRY_INTERVAL)
+
+    def _drain(self) -> tuple[dict[tuple[str, str], dict], list[threading.Event]]:
+        batch: dict[tuple[str, str], dict] = {}
+        markers: list[threading.Event] = []
+        while self.queue:
+            item = self.queue.popleft()
+            if isinstance(item, threading.Event):
+                markers.append(item)
+                continue
+            self.handled += 1
+            try:
+                message = None
+                for group in groups_for(item):
+                    key = (group, item.get("run_id", ""))
+                    batch.pop(key, None)  # re-inserted last: the newest goes out last
+                    batch[key] = message = message or message_for(item)
+            except Exception as exc:  # noqa: BLE001 - a bad event must not stop the others
+                logger.warning("live event not sent: %r (%s: %s)", item, type(exc).__name__, exc)
+        return batch, markers
 
     def _publish(self, batch: dict[tuple[str, str], dict]) -> bool:
         commands = []
