@@ -87,9 +87,8 @@ def _server_pids() -> list[int]:
     """The embedded PostgreSQL's postmaster with every process it started, and Redis."""
     from config import embedded
 
-    with super_connect("postgres") as conn:
-        backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-    postmaster = _ppid(backend)
+    with super_connect("postgres") as conn:  # its backend's parent, while it is alive
+        postmaster = _ppid(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
     pids = [postmaster]
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and int(entry.name) != postmaster:
@@ -105,18 +104,21 @@ def _ppid(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-def place_apart() -> str:
+def place_apart(*, together: bool = False) -> str:
     """Run this process (and the workers it starts) on one half of the CPUs and the
     embedded PostgreSQL and Redis on the other, as a client and a database server on
     machines of their own. On a small machine, where the scheduler puts a client and its
     backend decides more than the code does: on 2 cores, the same run measured 0.43 ms/step
     with the two on different cores and 0.75 ms/step on the same one (see bench/README.md).
-    The servers get every CPU back when this process exits."""
+    The servers get every CPU back when this process exits. together=True puts all of them
+    on the first half instead (a client that shares its cores with the database)."""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         return "not pinned (one CPU)"
     half = len(cpus) // 2
     client, server = set(cpus[:half]), set(cpus[half:])
+    if together:
+        server = client
     try:
         pids = _server_pids()
         for pid in pids:

@@ -142,10 +142,10 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated variant keys")
     parser.add_argument(
         "--placement",
-        choices=("apart", "free"),
+        choices=("apart", "together", "free"),
         default="apart",
         help="apart: this process on one half of the CPUs, PostgreSQL and Redis on the other "
-        "(default); free: wherever the scheduler puts them",
+        "(default); together: all on the first half; free: wherever the scheduler puts them",
     )
     parser.add_argument(
         "--celery-app",
@@ -156,7 +156,11 @@ def main() -> int:
 
     common.setup_django()
     settings = common.assert_durable()
-    placement = common.place_apart() if args.placement == "apart" else "free (not pinned)"
+    placement = (
+        "free (not pinned)"
+        if args.placement == "free"
+        else common.place_apart(together=args.placement == "together")
+    )
     print(f"placement: {placement}")
     from bench._peers import DBOSPeer, LangGraphPeer, RawFloor, describe_versions
 
