@@ -25,7 +25,7 @@ from agents.definitions import Agent, Transition, get_agent
 from agents.engine import store
 from agents.engine.context import StepContext
 from agents.engine.failpoints import failpoint
-from agents.engine.heartbeat import Heartbeat
+from agents.engine.heartbeat import Lease
 from agents.errors import AppError, StepError
 from agents.models import RunStatus
 
@@ -68,14 +68,14 @@ def drive(
         status=RunStatus.RUNNING,
     )
     driver = _Driver(claim, worker=worker, lease=lease)
-    heartbeat = Heartbeat(tenant_id=tenant_id, run_id=claim.run_id, worker=worker, lease=lease)
-    driver.heartbeat = heartbeat.start(claim.version)
+    held = Lease(tenant_id=tenant_id, run_id=claim.run_id, worker=worker, lease=lease)
+    driver.lease_held = held.hold(claim.version)
     try:
         return driver.run(
             slice_seconds if slice_seconds is not None else settings.AGENTSTATE_SLICE_SECONDS
         )
     finally:
-        heartbeat.stop()
+        held.release()
 
 
 class _Driver:
@@ -92,7 +92,7 @@ class _Driver:
         self.state: dict = claim.state
         self.event_seq = claim.event_seq  # the run's latest stored event (live events follow it)
         self.steps = 0
-        self.heartbeat: Heartbeat | None = None
+        self.lease_held: Lease | None = None  # renewed by the process's lease keeper
 
     @cached_property
     def agent(self) -> Agent:
@@ -101,8 +101,8 @@ class _Driver:
 
     def _set_version(self, version: int) -> None:
         self.version = version
-        if self.heartbeat is not None:
-            self.heartbeat.version(version)
+        if self.lease_held is not None:
+            self.lease_held.version(version)
 
     # --- the loop --------------------------------------------------------------------------
 

@@ -12,12 +12,13 @@ that lost its lease (and was superseded) writes nothing.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from agents.models import RunStatus
 
@@ -206,11 +207,26 @@ def _fetch_one(sql: str, params: dict) -> Any:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchone()
-    connection.ensure_connection()
-    connection.validate_no_broken_transaction()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+    db = connections[DEFAULT_DB_ALIAS]  # once, rather than through the proxy at each use
+    db.ensure_connection()
+    db.validate_no_broken_transaction()
+    with db.wrap_database_errors:
+        cursor = _cursor(db.connection)
         cursor.execute(sql, params, prepare=True)
         return cursor.fetchone()
+
+
+_thread = threading.local()
+
+
+def _cursor(pgconn: psycopg.Connection) -> psycopg.Cursor:
+    """This thread's cursor on its current connection, made again when Django reconnects.
+    Making a cursor and reaching the connection through Django's proxy cost 25–35 µs of CPU
+    per step; a step's own work is about 100."""
+    cursor = getattr(_thread, "cursor", None)
+    if cursor is None or cursor.connection is not pgconn or cursor.closed:
+        cursor = _thread.cursor = psycopg.Cursor(pgconn)
+    return cursor
 
 
 def execute_fenced(sql: str, params: dict) -> Written | None:

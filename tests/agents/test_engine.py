@@ -578,3 +578,53 @@ def test_the_claim_and_every_persist_are_prepared_once_per_connection_and_reused
         prepared = {("claim" if "claim" in s else "persist"): n for s, n in cursor.fetchall()}
     assert prepared.get("claim", 0) >= 1
     assert prepared.get("persist", 0) >= 3  # one statement, planned once, run every step
+
+
+def test_after_django_reconnects_the_engine_sends_on_the_new_connection(
+    start, step, reload, tenant_a
+):
+    first = start("three_steps")
+    assert step(first).steps == 3
+    old = connection.connection
+    connection.close()  # e.g. CONN_MAX_AGE passed, or the server dropped the connection
+    second = start("three_steps")
+    assert (step(second).steps, reload(second).status) == (3, "succeeded")
+    assert (
+        connection.connection is not old
+        and store._thread.cursor.connection is connection.connection
+    )
+
+
+def test_one_lease_keeper_serves_every_drive_and_wakes_early_for_a_shorter_lease(
+    start, step, reload, admin
+):
+    import threading
+    import uuid
+
+    from agents.engine.heartbeat import Lease
+
+    # A long lease held elsewhere in the process: the keeper sleeps for a third of it.
+    elsewhere = Lease(tenant_id=str(admin.tenant.pk), run_id=uuid.uuid4(), worker="x", lease=600)
+    elsewhere.hold(1)
+    try:
+        run = start("slow", seconds=1.2)
+        outcome = {}
+        worker = threading.Thread(target=lambda: outcome.update(r=step(run, lease_seconds=0.6)))
+        worker.start()
+        stolen = []
+        for _ in range(4):
+            connection.cursor().execute("SELECT pg_sleep(0.25)")
+            stolen.append(
+                store.claim(
+                    tenant_id=str(admin.tenant.pk), run_id=run.pk, worker="thief", lease_seconds=60
+                )
+            )
+        worker.join()
+    finally:
+        elsewhere.release()
+    assert stolen == [None] * 4
+    assert outcome["r"].status == "succeeded"
+    for _ in range(3):
+        assert step(start("three_steps")).steps == 3
+    names = [t.name for t in threading.enumerate()]
+    assert [n for n in names if n.startswith("lease")] == ["lease-keeper"]  # no thread a drive
