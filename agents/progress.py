@@ -60,9 +60,16 @@ def unsubscribe(fn: Subscriber) -> None:
 
 
 def publish(
-    *, tenant_id: Any, run_id: Any, kind: str, seq: int | None = None, **data: Any
+    *,
+    tenant_id: Any,
+    run_id: Any,
+    kind: str,
+    seq: int | None = None,
+    committed: bool = False,
+    **data: Any,
 ) -> int | None:
     """Store `kind` for the run (unless `seq` says it is stored) and send it after commit.
+    `committed`: the caller's write (stored as `seq`) has committed, so send it now.
 
     Returns the event's number, or None for events that are not stored (no run, live-only).
     """
@@ -70,7 +77,10 @@ def publish(
         seq = _record(tenant_id=tenant_id, run_id=run_id, kind=kind, data=data)
     event = {"tenant_id": str(tenant_id), "run_id": str(run_id or ""), "kind": kind, **data}
     event["seq"] = seq
-    transaction.on_commit(partial(_send, event))
+    if committed and seq is not None:
+        _send(event)
+    else:
+        transaction.on_commit(partial(_send, event))
     return seq
 
 

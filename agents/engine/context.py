@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from functools import cached_property
 from typing import Any
@@ -60,9 +59,10 @@ class StepContext:
         self.step = step
         self.seq = seq
         self.attempt = attempt
-        # A copy: a step that raises halfway must not leave its edits in the state.
-        self.state: dict = copy.deepcopy(state)
-        self.tools = ToolBox(claim, seq)
+        # The step's own copy (the runner decodes it from the checkpoint's JSON for each
+        # step): a step that raises halfway leaves its edits nowhere.
+        self.state: dict = state
+        self._claim = claim
         self.messages_upto = messages_upto
         self.outbox: list[dict[str, Any]] = []
         # Writes that commit with this step or not at all: each is called inside the
@@ -73,6 +73,11 @@ class StepContext:
         self.decision: dict | None = wake.get("decision")
         self.event: dict | None = wake.get("event")
         self._event_seq = event_seq
+
+    @cached_property
+    def tools(self) -> ToolBox:
+        """`ctx.tools.call(name, **arguments)`: side-effecting calls go through the ledger."""
+        return ToolBox(self._claim, self.seq)
 
     @cached_property
     def llm(self):

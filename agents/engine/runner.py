@@ -7,6 +7,7 @@ claim → load (+ migrate) → run step → persist (one transaction) → publis
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import random
 import time
@@ -89,7 +90,10 @@ class _Driver:
         self.attempt = claim.attempts
         self.wake = claim.wake_payload
         self.upto = claim.messages_upto
-        self.state: dict = claim.state
+        # The state as its latest checkpoint stores it (JSON): each step gets its own copy
+        # decoded from it, so a step sees the same state whether the run went on in this
+        # process or resumed from the checkpoint elsewhere.
+        self.state_json = ""
         self.event_seq = claim.event_seq  # the run's latest stored event (live events follow it)
         self.steps = 0
         self.lease_held: Lease | None = None  # renewed by the process's lease keeper
@@ -122,7 +126,7 @@ class _Driver:
             return DriveResult(claimed=True, status=row[0] if row else None, reason="cancelled")
         try:
             agent = self.agent
-            self.state = self._load_state(agent)
+            self.state_json = store.dumps(self._load_state(agent)) or "{}"
         except (AppError, ValueError) as exc:
             return self._fail_permanently(exc, code=getattr(exc, "code", "state_migration_failed"))
         deadline = time.monotonic() + slice_seconds
@@ -139,7 +143,7 @@ class _Driver:
                 step=self.step,
                 seq=self.seq + 1,
                 attempt=self.attempt,
-                state=self.state,
+                state=json.loads(self.state_json),
                 wake_payload=self.wake,
                 messages_upto=self.upto,
                 event_seq=self.event_seq,
@@ -165,7 +169,6 @@ class _Driver:
                         self.claim.tenant_id, self.claim.run_id, eta=transition.wake_at
                     )
                 return DriveResult(claimed=True, steps=self.steps, status=status)
-            self.state = {**ctx.state, **transition.update}
             self.step, self.seq, self.attempt, self.wake = (
                 transition.next_step,
                 self.seq + 1,
@@ -184,22 +187,17 @@ class _Driver:
     def _persist(
         self, ctx: StepContext, t: Transition, keep_going: bool, started_at: dt.datetime, t0: float
     ) -> str:
-        status, owner, attempts = {
-            "goto": (RunStatus.RUNNING, self.worker, 1)
-            if keep_going
-            else (RunStatus.QUEUED, "", 0),
-            "finish": (RunStatus.SUCCEEDED, "", 0),
-            "fail": (RunStatus.FAILED, "", 0),
-            "approval": (RunStatus.WAITING_APPROVAL, "", 0),
-            "timer": (RunStatus.WAITING_TIMER, "", 0),
-            "event": (RunStatus.WAITING_EVENT, "", 0),
-        }[t.kind]
+        if t.kind == "goto" and keep_going:
+            status, owner, attempts = RunStatus.RUNNING, self.worker, 1
+        else:
+            status, owner, attempts = _STOPS[t.kind], "", 0
         approval_id = uuid.uuid4() if t.kind == "approval" else None
-        read_upto = max((m["seq"] for m in ctx.__dict__.get("transcript", [])), default=0)
+        state_json = store.dumps({**ctx.state, **t.update})
+        read_upto = max((m["seq"] for m in ctx.__dict__.get("transcript", ())), default=0)
         self.upto = max(self.upto, read_upto)
         params = {
             "tenant": self.claim.tenant_id,
-            "run": str(self.claim.run_id),
+            "run": self.claim.run_key,
             "version": self.version,
             "worker": self.worker,
             "status": status,
@@ -216,7 +214,7 @@ class _Driver:
             "waiting_for": str(approval_id) if approval_id else t.event,
             "schema_version": self.agent.state_version,
             "step": self.step,
-            "state": store.dumps({**ctx.state, **t.update}),
+            "state": state_json,
             "messages_upto": self.upto,
             "attempt": self.attempt,
             "started_at": started_at,
@@ -226,7 +224,7 @@ class _Driver:
             row = store.persist(params)  # one round trip, one commit
             if row is None:
                 raise _Fenced
-            self._finished(row, t, params)
+            self._finished(row, t, params, committed=True)
         else:
             with transaction.atomic(), progress.tracking() as recorded:
                 row = store.persist(params)
@@ -234,15 +232,19 @@ class _Driver:
                     raise _Fenced
                 self._finished(row, t, params)  # sent on commit, before the extras' events
                 self._write_extras(ctx, t, approval_id)
-            self.event_seq = max(self.event_seq, recorded.get(str(self.claim.run_id), 0))
+            self.event_seq = max(self.event_seq, recorded.get(self.claim.run_key, 0))
+        self.state_json = state_json
         self._set_version(row.version)
         return row.status
 
-    def _finished(self, row: store.Written, t: Transition, params: dict[str, Any]) -> None:
+    def _finished(
+        self, row: store.Written, t: Transition, params: dict[str, Any], committed: bool = False
+    ) -> None:
         self.event_seq = row.event_seq
         _publish(
             self.claim,
             "step.finished",
+            committed=committed,
             seq=row.event_seq,
             step=self.step,
             step_seq=self.seq + 1,
@@ -384,6 +386,17 @@ class _Driver:
         return row.status
 
 
+# The run's status after a step that does not hand over to the next one in this drive.
+_STOPS = {
+    "goto": RunStatus.QUEUED,  # the time slice is used up: back to the queue
+    "finish": RunStatus.SUCCEEDED,
+    "fail": RunStatus.FAILED,
+    "approval": RunStatus.WAITING_APPROVAL,
+    "timer": RunStatus.WAITING_TIMER,
+    "event": RunStatus.WAITING_EVENT,
+}
+
+
 def _check(agent: Agent, t: Transition) -> None:
     if not isinstance(t, Transition):
         raise TypeError(f"a step must return a Transition (goto, finish, ...), got {t!r}")
@@ -397,6 +410,16 @@ def _enqueue_on_commit(tenant_id: str, run_id: Any, **options: Any) -> None:
     transaction.on_commit(lambda: enqueue_run(tenant_id=tenant_id, run_id=run_id, **options))
 
 
-def _publish(claim: store.Claim, kind: str, *, seq: int, **data: Any) -> None:
-    """Send an event the engine's SQL already stored as number `seq` (after commit)."""
-    progress.publish(tenant_id=claim.tenant_id, run_id=claim.run_id, kind=kind, seq=seq, **data)
+def _publish(
+    claim: store.Claim, kind: str, *, seq: int, committed: bool = False, **data: Any
+) -> None:
+    """Send an event the engine's SQL already stored as number `seq` (after commit;
+    `committed`: the write was its own transaction and has committed already)."""
+    progress.publish(
+        tenant_id=claim.tenant_id,
+        run_id=claim.run_key,
+        kind=kind,
+        seq=seq,
+        committed=committed,
+        **data,
+    )

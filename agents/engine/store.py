@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, NamedTuple
 
 import psycopg
@@ -51,6 +52,11 @@ class Claim:
     messages_upto: int
     cancel_requested: bool = False
     event_seq: int = 0  # number of the run's latest event (this claim's step.started)
+
+    @cached_property
+    def run_key(self) -> str:
+        """The run's id as text, as the SQL parameters and the progress events carry it."""
+        return str(self.run_id)
 
 
 def _loads(value: Any) -> Any:

@@ -233,3 +233,26 @@ strict_chat = Agent(
     steps=dict(chat.steps),
 )
 register(strict_chat)
+
+shapes = Agent("shapes", version=1, first="put")
+
+
+@shapes.step
+def put(ctx):
+    """Values JSON has no type for: a tuple, integer keys, a datetime."""
+    return goto("look", pair=(1, 2), by_id={1: "a"}, when=dt.datetime(2026, 11, 29, 12, 0))
+
+
+@shapes.step
+def look(ctx):
+    state = ctx.state
+    return finish(
+        {
+            "pair": state["pair"],
+            "keys": list(state["by_id"]),
+            "when": [type(state["when"]).__name__, state["when"]],
+        }
+    )
+
+
+register(shapes)

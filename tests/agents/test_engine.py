@@ -628,3 +628,14 @@ def test_one_lease_keeper_serves_every_drive_and_wakes_early_for_a_shorter_lease
         assert step(start("three_steps")).steps == 3
     names = [t.name for t in threading.enumerate()]
     assert [n for n in names if n.startswith("lease")] == ["lease-keeper"]  # no thread a drive
+
+
+def test_a_step_sees_the_state_its_checkpoint_stores_whether_the_run_went_on_or_resumed(
+    start, step, reload
+):
+    went_on, resumed = start("shapes"), start("shapes")
+    assert step(went_on).steps == 2  # both steps in one drive, in this process
+    assert step(resumed, slice_seconds=0).steps == 1  # back to the queue after the first
+    assert step(resumed).steps == 1  # the second step, from the checkpoint
+    expected = {"pair": [1, 2], "keys": ["1"], "when": ["str", "2026-11-29 12:00:00"]}
+    assert reload(went_on).output == reload(resumed).output == expected
