@@ -94,7 +94,8 @@ class _Keeper:
                     continue
             try:
                 for lease in due:
-                    self._renew(lease)
+                    if lease in self.held:  # not released meanwhile (its drive ended)
+                        self._renew(lease)
             finally:
                 # Renewals are a third of a lease apart: holding a connection open between
                 # them would cost every worker process an idle session for nothing.
