@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import threading
 import time
 from typing import Any
 
 from django.db import connection
+
+from agents.per_process import PerProcess
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +60,6 @@ class Lease:
 
 class _Keeper:
     def __init__(self) -> None:
-        self.pid = os.getpid()
         self.held: set[Lease] = set()
         self.changed = threading.Condition()
         self.wakes_at = math.inf  # when the thread wakes next on its own
@@ -110,16 +110,4 @@ class _Keeper:
             connection.close()  # the next renewal starts on a new connection
 
 
-_lock = threading.Lock()
-_current: _Keeper | None = None
-
-
-def _keeper() -> _Keeper:
-    global _current
-    keeper = _current
-    if keeper is None or keeper.pid != os.getpid():  # first use, or a forked worker process
-        with _lock:
-            if _current is None or _current.pid != os.getpid():
-                _current = _Keeper()
-            keeper = _current
-    return keeper
+_keeper = PerProcess(_Keeper).get

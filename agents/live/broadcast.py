@@ -15,7 +15,6 @@ import atexit
 import collections
 import contextlib
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -26,6 +25,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 from redis.connection import ConnectionInterface
+
+from agents.per_process import PerProcess
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +146,6 @@ class _Sender:
     def __init__(self, where: Target) -> None:
         from channels.layers import get_channel_layer
 
-        self.pid = os.getpid()
         self.target = where
         # The layer's own serializer: msgpack, or whatever the layer's CONFIG chose.
         self.serialize = get_channel_layer().serialize
@@ -242,24 +242,17 @@ class _Sender:
                 self.connection.read_response()
 
 
-_lock = threading.Lock()
-_current: _Sender | None = None
+_senders: PerProcess[_Sender] = PerProcess(lambda: _Sender(target()))
 
 
 def _sender() -> _Sender:
-    global _current
-    sender = _current
-    if sender is None or sender.pid != os.getpid():  # first use, or a forked worker process
-        with _lock:
-            if _current is None or _current.pid != os.getpid():
-                _current = _Sender(target())
-            sender = _current
-    return sender
+    return _senders.get()
 
 
 def flush(timeout: float = 2.0) -> bool:
     """Send what is queued before the process exits (or a test looks)."""
-    return _current.flush(timeout) if _current is not None and _current.pid == os.getpid() else True
+    sender = _senders.made()
+    return sender.flush(timeout) if sender is not None else True
 
 
 atexit.register(flush)

@@ -24,6 +24,19 @@ def rows(model, tenant, **filters):
         return list(model.objects.for_tenant(tenant).filter(**filters).order_by("pk"))
 
 
+def in_thread(work):
+    """`work` for a thread of its own, which closes its database connection when done (a
+    connection left to the garbage collector can outlive the test database)."""
+
+    def run() -> None:
+        try:
+            work()
+        finally:
+            connection.close()
+
+    return run
+
+
 def attempts(run):
     """Every attempt at the run's steps, as the pages and the API show them."""
     with tenant_context(run.tenant_id):
@@ -406,7 +419,9 @@ def test_a_long_step_keeps_its_lease_alive_so_no_other_worker_takes_over(
 
     run = start("slow", seconds=1.6)
     outcome = {}
-    worker = threading.Thread(target=lambda: outcome.update(r=step(run, lease_seconds=0.6)))
+    worker = threading.Thread(
+        target=in_thread(lambda: outcome.update(r=step(run, lease_seconds=0.6)))
+    )
     worker.start()
     stolen = []
     for _ in range(6):  # try to steal the lease while the step sleeps
@@ -428,17 +443,12 @@ def test_the_lease_is_kept_alive_across_many_short_steps_that_outlast_it(
     import threading
 
     # Persisting a step does not renew the lease (so the run update stays heap-only); the
-    # heartbeat alone keeps it across a drive longer than the lease.
+    # lease keeper alone keeps it across a drive longer than the lease.
     run = start("stroll", steps=12, pause=0.12)
     outcome = {}
-
-    def drive_in_thread():
-        try:
-            outcome["r"] = step(run, lease_seconds=0.5)
-        finally:
-            connection.close()  # this thread's own connection
-
-    worker = threading.Thread(target=drive_in_thread)
+    worker = threading.Thread(
+        target=in_thread(lambda: outcome.update(r=step(run, lease_seconds=0.5)))
+    )
     worker.start()
     stolen = []
     while worker.is_alive():
@@ -609,7 +619,9 @@ def test_one_lease_keeper_serves_every_drive_and_wakes_early_for_a_shorter_lease
     try:
         run = start("slow", seconds=1.2)
         outcome = {}
-        worker = threading.Thread(target=lambda: outcome.update(r=step(run, lease_seconds=0.6)))
+        worker = threading.Thread(
+            target=in_thread(lambda: outcome.update(r=step(run, lease_seconds=0.6)))
+        )
         worker.start()
         stolen = []
         for _ in range(4):

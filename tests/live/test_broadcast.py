@@ -21,6 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from agents.live import broadcast as live
 from agents.live.broadcast import broadcast, flush, run_group, tenant_group
+from agents.per_process import PerProcess
 from tests.live.conftest import WAIT, run_async
 
 
@@ -108,7 +109,8 @@ def own_sender(monkeypatch):
         if url is not None:
             where = live.Target(prefix=where.prefix, host={"address": url})
         sender = live._Sender(where)
-        monkeypatch.setattr(live, "_current", sender)
+        monkeypatch.setattr(live, "_senders", PerProcess(lambda: sender))
+        live._senders.get()
         return sender
 
     return make
