@@ -37,6 +37,28 @@ def in_thread(work):
     return run
 
 
+def steal_during_slow_step(run, step, admin, *, tries):
+    """Drive `run` in a thread with a 0.6 s lease; meanwhile try to claim it every 0.25 s.
+    Returns the drive's outcome ({"r": result}) and what each claim got."""
+    import threading
+
+    outcome = {}
+    worker = threading.Thread(
+        target=in_thread(lambda: outcome.update(r=step(run, lease_seconds=0.6)))
+    )
+    worker.start()
+    stolen = []
+    for _ in range(tries):  # try to steal the lease while the step sleeps
+        connection.cursor().execute("SELECT pg_sleep(0.25)")
+        stolen.append(
+            store.claim(
+                tenant_id=str(admin.tenant.pk), run_id=run.pk, worker="thief", lease_seconds=60
+            )
+        )
+    worker.join()
+    return outcome, stolen
+
+
 def attempts(run):
     """Every attempt at the run's steps, as the pages and the API show them."""
     with tenant_context(run.tenant_id):
@@ -415,23 +437,8 @@ def test_a_lost_lease_is_recovered_by_the_sweep_and_noted_as_a_lost_attempt(
 def test_a_long_step_keeps_its_lease_alive_so_no_other_worker_takes_over(
     start, step, reload, admin
 ):
-    import threading
-
     run = start("slow", seconds=1.6)
-    outcome = {}
-    worker = threading.Thread(
-        target=in_thread(lambda: outcome.update(r=step(run, lease_seconds=0.6)))
-    )
-    worker.start()
-    stolen = []
-    for _ in range(6):  # try to steal the lease while the step sleeps
-        connection.cursor().execute("SELECT pg_sleep(0.25)")
-        stolen.append(
-            store.claim(
-                tenant_id=str(admin.tenant.pk), run_id=run.pk, worker="thief", lease_seconds=60
-            )
-        )
-    worker.join()
+    outcome, stolen = steal_during_slow_step(run, step, admin, tries=6)
     assert stolen == [None] * 6
     assert outcome["r"].status == "succeeded"
     assert reload(run).output == {"slept": 1.6}
@@ -618,20 +625,7 @@ def test_one_lease_keeper_serves_every_drive_and_wakes_early_for_a_shorter_lease
     elsewhere.hold(1)
     try:
         run = start("slow", seconds=1.2)
-        outcome = {}
-        worker = threading.Thread(
-            target=in_thread(lambda: outcome.update(r=step(run, lease_seconds=0.6)))
-        )
-        worker.start()
-        stolen = []
-        for _ in range(4):
-            connection.cursor().execute("SELECT pg_sleep(0.25)")
-            stolen.append(
-                store.claim(
-                    tenant_id=str(admin.tenant.pk), run_id=run.pk, worker="thief", lease_seconds=60
-                )
-            )
-        worker.join()
+        outcome, stolen = steal_during_slow_step(run, step, admin, tries=4)
     finally:
         elsewhere.release()
     assert stolen == [None] * 4
