@@ -13,7 +13,6 @@ from django.core.exceptions import RequestDataTooBig
 from django.db.models import Q, QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -24,6 +23,7 @@ from agents import serializers as s
 from agents.definitions import all_agents
 from agents.idempotency import idempotent
 from approvals.services import approval_decide
+from core.parsers import JSONParser
 from tenants.errors import PermissionDenied
 from tenants.models import Role, Scope
 from tenants.principal import Principal
@@ -120,6 +120,8 @@ def _session_owner(principal: Principal, username: str | None) -> Any:
 
 
 class SessionListView(AgentsAPIView):
+    rate_bucket = {"POST": "write"}  # new conversations
+
     @extend_schema(
         operation_id="sessions_list",
         tags=TAGS,
@@ -166,6 +168,8 @@ class SessionDetailView(AgentsAPIView):
 
 
 class SessionMessagesView(AgentsAPIView):
+    rate_bucket = "write"
+
     @extend_schema(
         operation_id="sessions_messages_create",
         tags=TAGS,
@@ -185,6 +189,8 @@ class SessionMessagesView(AgentsAPIView):
 
 
 class SessionForksView(AgentsAPIView):
+    rate_bucket = {"POST": "write"}
+
     @extend_schema(
         operation_id="sessions_forks_list",
         tags=TAGS,
@@ -239,6 +245,8 @@ class SessionThreadView(AgentsAPIView):
 
 
 class RunListView(AgentsAPIView):
+    rate_bucket = {"POST": "write"}  # run starts cost model money
+
     @extend_schema(
         operation_id="runs_list",
         tags=TAGS,
@@ -321,6 +329,8 @@ class RunCancelView(AgentsAPIView):
 
 
 class RunEventView(AgentsAPIView):
+    rate_bucket = "write"
+
     @extend_schema(
         operation_id="runs_events_create",
         tags=TAGS,

@@ -10,12 +10,12 @@ The browser sends JSON; the server answers with HTML partials (see agents/live/r
 A socket without a logged-in session is closed with 4401, one whose user belongs to no
 tenant (or lost the membership) with 4403. A subscription the user may not see (another
 tenant's run, another member's) is refused: logged, nothing sent, the socket stays open.
-Malformed messages are logged and ignored.
+Malformed messages (also NUL characters, lone surrogates or nesting deeper than
+MAX_JSON_DEPTH, checked by core.json_input) are logged and ignored.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from typing import Any
@@ -27,6 +27,9 @@ from agents.live import render
 from agents.live.access import Refused, principal_for
 from agents.live.broadcast import run_group, tenant_group
 from agents.progress import LIVE_KINDS
+from core import json_input
+from core.errors import BadInput
+from core.text_input import check_query_string
 
 logger = logging.getLogger(__name__)
 
@@ -198,9 +201,9 @@ def _parse(text_data: str | None, bytes_data: bytes | None) -> dict[str, Any]:
     if len(text_data) > MAX_MESSAGE_BYTES:
         raise Malformed(f"{len(text_data)} characters")
     try:
-        message = json.loads(text_data)
-    except ValueError:
-        raise Malformed("not JSON") from None
+        message = json_input.loads(text_data)
+    except BadInput as exc:  # also NUL characters, lone surrogates and deep nesting
+        raise Malformed(f"{exc.code}: {exc.message}") from None
     if not isinstance(message, dict):
         raise Malformed("not a JSON object")
     kind = message.get("kind")
@@ -220,5 +223,9 @@ def _parse(text_data: str | None, bytes_data: bytes | None) -> dict[str, Any]:
         query = message.get("filter", "")
         if not isinstance(query, str) or len(query) > 500:
             raise Malformed("filter is not a query string")
+        try:
+            check_query_string(query)
+        except BadInput as exc:
+            raise Malformed(f"filter: {exc.message}") from None
         parsed["filter"] = query
     return parsed

@@ -12,6 +12,7 @@ from decimal import Decimal
 from django.conf import settings
 
 from agents.definitions import Agent, finish, goto, register, wait_for_approval
+from agents.demo_payments import auth_header
 from agents.engine.context import StepContext
 from agents.errors import ToolFailed, ToolUnavailable
 from agents.tools import tool
@@ -64,7 +65,11 @@ def issue_refund(*, customer: str, order: str, amount: str, idempotency_key: str
         settings.DEMO_PAYMENTS_URL,
         data=body,
         method="POST",
-        headers={"Content-Type": "application/json", "Idempotency-Key": idempotency_key},
+        headers={
+            "Content-Type": "application/json",
+            "Idempotency-Key": idempotency_key,
+            **auth_header(),
+        },
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:

@@ -8,7 +8,6 @@ from settings. Neither retries: the step executor owns retries, backoff and chec
 from __future__ import annotations
 
 import email.utils
-import json
 import math
 import re
 import time
@@ -30,6 +29,7 @@ from agents.errors import (
     StepError,
     TransientStepError,
 )
+from core import json_input
 
 TokenCallback = Callable[[str], None]
 
@@ -184,8 +184,10 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
 
 def _tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     try:
-        parsed = json.loads(arguments) if arguments.strip() else {}
-    except json.JSONDecodeError:
+        # Through the input validator: a NUL or lone surrogate could not be stored in the
+        # ledger, and deep nesting would exhaust the parser's recursion.
+        parsed = json_input.loads(arguments) if arguments.strip() else {}
+    except ValueError:
         parsed = None
     if not isinstance(parsed, dict):
         # Sampling produced a malformed call; another attempt usually produces a valid one.

@@ -30,6 +30,7 @@ from agents.models import (
     ToolCallStatus,
 )
 from approvals.models import ApprovalRequest, ApprovalStatus
+from core import json_input
 
 
 class EnumField(serializers.ChoiceField):
@@ -70,7 +71,7 @@ class CursorField(serializers.Field):
     def to_internal_value(self, data: Any) -> Cursor:
         try:
             padded = str(data) + "=" * (-len(str(data)) % 4)
-            created_at, pk = json.loads(base64.urlsafe_b64decode(padded.encode()))
+            created_at, pk = json_input.loads(base64.urlsafe_b64decode(padded.encode()))
             moment = dt.datetime.fromisoformat(created_at)
             if moment.tzinfo is None:
                 raise ValueError("naive timestamp")

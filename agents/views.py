@@ -19,6 +19,7 @@ from agents.forms import DecisionForm, RunFilterForm, StartRunForm
 from agents.models import Run
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
+from core.params import positive_int
 from tenants.errors import AppError
 from tenants.models import Scope
 from tenants.permissions import require_scope
@@ -229,7 +230,7 @@ def conversation_fork(request: HttpRequest, session_id: uuid.UUID) -> HttpRespon
         fork = services.session_fork(
             principal=request.principal,
             session=session,
-            at_seq=int(raw) if raw.strip().lstrip("-").isdigit() else raw,
+            at_seq=positive_int(raw.strip()) or raw,
             title=request.POST.get("title", "")[:200],
         )
     except AppError as exc:

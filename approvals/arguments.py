@@ -7,6 +7,7 @@ The same check serves every way of deciding (inbox, run page, both APIs), becaus
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,6 +157,8 @@ def _typed(kind: str, raw: str) -> Any:
             return int(raw)
         if kind == "number":
             number = float(raw)
+            if not math.isfinite(number):  # "nan", "1e999": JSON (and jsonb) has no such number
+                return raw
             return int(number) if number.is_integer() and "." not in raw else number
     except ValueError:
         return raw

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
@@ -10,6 +9,8 @@ from django import forms
 from approvals.arguments import EditableField, coerce
 from approvals.models import ANY_ACTION, ApprovalPolicy, ApproverGroup, ApproverRole, OnExpiry
 from approvals.selectors import STATUS_FILTERS, Cursor
+from core import json_input
+from core.errors import BadInput
 from tenants.models import Role
 
 COMMENT_MAX = 2000
@@ -73,9 +74,12 @@ def edited_arguments(
         return coerce(fields, submitted), {}
     text = data.get("arguments_json", "")
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return None, {"non_field_errors": [f"This is not valid JSON ({exc.msg})."]}
+        value = json_input.loads(text)
+    except BadInput as exc:
+        problems = [f"{name}: {' '.join(found)}" for name, found in (exc.fields or {}).items()]
+        if not problems:
+            problems = [f"This is not valid JSON ({exc.reason})." if exc.reason else exc.message]
+        return None, {"non_field_errors": problems}
     if not isinstance(value, dict):
         return None, {"non_field_errors": ["The arguments must be a JSON object."]}
     return value, {}

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.policies import decidable_by
+from core import json_input
 from tenants.principal import Principal
 
 DECIDED = "decided"  # a status filter: every status but pending
@@ -103,7 +104,7 @@ class Cursor:
         """Raise ValueError unless `text` is a cursor this module made."""
         try:
             padded = text + "=" * (-len(text) % 4)
-            kind, due, requested, pk = json.loads(base64.urlsafe_b64decode(padded.encode()))
+            kind, due, requested, pk = json_input.loads(base64.urlsafe_b64decode(padded.encode()))
             cursor = cls(
                 pending=kind == "p",
                 due_at=dt.datetime.fromisoformat(due) if due else None,

@@ -36,8 +36,9 @@ AGENT_MODULES = "agents.demo,bench._noop_agent"
 
 def setup_django() -> None:
     """Django on the embedded servers (DATABASE_URL / REDIS_URL ignored on purpose)."""
-    for name in ("DATABASE_URL", "REDIS_URL"):
-        os.environ.pop(name, None)
+    from config import embedded
+
+    os.environ.update(embedded.service_env({}))
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
     os.environ["AGENTSTATE_AGENT_MODULES"] = AGENT_MODULES
     import django
@@ -460,7 +461,7 @@ def run_statuses(tenant_id: Any, run_ids: list[str]) -> dict[str, int]:
 
 
 def worker_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env = dict(os.environ)  # setup_django() put the embedded servers' URLs there
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings",
         AGENTSTATE_AGENT_MODULES=AGENT_MODULES,

@@ -74,8 +74,9 @@ if __name__ != "__main__":  # imported by the worker through AGENTSTATE_AGENT_MO
 
 
 def setup_django() -> None:
-    for name in ("DATABASE_URL", "REDIS_URL"):  # the embedded servers, always
-        os.environ.pop(name, None)
+    from config import embedded
+
+    os.environ.update(embedded.service_env({}))  # the embedded servers, always
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
     os.environ["AGENTSTATE_AGENT_MODULES"] = AGENT_MODULES
     import django
@@ -276,7 +277,7 @@ class Worker:
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.log_path = LOG_DIR / f"approvals-inbox-worker-{os.getpid()}.log"
         self._log = open(self.log_path, "w")
-        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+        env = dict(os.environ)  # setup_django() put the embedded servers' URLs there
         env.update(
             DJANGO_SETTINGS_MODULE="config.settings",
             AGENTSTATE_AGENT_MODULES=AGENT_MODULES,

@@ -5,19 +5,26 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+# A web process shares a bounded pool of connections among its request threads (settings).
+os.environ.setdefault("AGENTSTATE_DB_POOL", "1")
+os.environ.setdefault("DB_APPLICATION_NAME", "agentstate-web")
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from channels.security.websocket import OriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from config.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        # A page of another site must not open a socket with our cookies: the Origin must be
+        # one of ours (settings.WEBSOCKET_ALLOWED_ORIGINS, never a wildcard).
+        "websocket": OriginValidator(
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
+            settings.WEBSOCKET_ALLOWED_ORIGINS,
         ),
     }
 )

@@ -2,8 +2,9 @@
 
 Used only when DATABASE_URL / REDIS_URL are unset. The servers run as daemons under
 ./var (or AGENTSTATE_VAR_DIR), survive the processes that started them, and are reused
-by every later process: settings call `ensure_postgres()` / `ensure_redis()`, which cost a
-pid check and a file read once the servers are up.
+by every later process. Importing the settings never starts them: `make run`, `make test`
+and `.ci/run` go through `exec`, which starts what is missing and hands the child process
+DATABASE_URL, REDIS_URL and SECRET_KEY (`service_env()`).
 
     python -m config.embedded up | down | status | exec -- CMD...
 
@@ -381,11 +382,43 @@ def _status() -> dict[str, bool]:
     }
 
 
+def dev_secret_key() -> str:
+    """The development secret key kept under var/ (made once), for embedded installs only."""
+    path = var_dir() / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def running_postgres_url() -> str | None:
+    """The embedded PostgreSQL's URL if it is running; never starts it."""
+    pgdata, _, _ = _pg_paths()
+    info = _pg_info()
+    return info.url if info is not None and _pg_running(pgdata, info) else None
+
+
+def running_redis_url() -> str | None:
+    """The embedded Redis's URL if it is running; never starts it."""
+    port = _redis_port()
+    return _redis_url(port) if port is not None and _redis_running(port) else None
+
+
+def service_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """DATABASE_URL, REDIS_URL and SECRET_KEY for a child process: the ones already set, else
+    the embedded servers' (started if need be) and the development key under var/."""
+    environ = dict(os.environ if environ is None else environ)
+    return {
+        "DATABASE_URL": environ.get("DATABASE_URL") or ensure_postgres(),
+        "REDIS_URL": environ.get("REDIS_URL") or ensure_redis(),
+        "SECRET_KEY": environ.get("SECRET_KEY") or dev_secret_key(),
+    }
+
+
 def _exec(command: list[str]) -> int:
     before = _status()
-    ensure_postgres()
-    ensure_redis()
-    child = subprocess.Popen(command)
+    env = {**os.environ, **service_env()}
+    child = subprocess.Popen(command, env=env)
     # Ctrl-C reaches the child through the terminal; we wait for it, then stop the servers.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: child.terminate())

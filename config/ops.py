@@ -10,6 +10,8 @@ right whichever process serves the scrape; engine counters come from Redis
 
 from __future__ import annotations
 
+import hmac
+import logging
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -25,18 +27,28 @@ from prometheus_client.core import (
     Metric,
 )
 
+logger = logging.getLogger(__name__)
+
 
 def healthz(request: HttpRequest) -> HttpResponse:
     """The process is up (and touches nothing else)."""
     return JsonResponse({"status": "ok"})
 
 
-def _check(fn: Callable[[], str]) -> dict[str, Any]:
+class NotReady(Exception):
+    """A check's own verdict, safe to show (unlike an exception's text, which may carry a
+    host name, a user or a path, and goes to the log only)."""
+
+
+def _check(name: str, fn: Callable[[], str]) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         detail, ok = fn(), True
-    except Exception as exc:  # noqa: BLE001 - every failure is a "not ready" answer
-        detail, ok = f"{type(exc).__name__}: {exc}"[:300], False
+    except NotReady as exc:
+        detail, ok = str(exc), False
+    except Exception:  # every failure is a "not ready" answer; why is for the log
+        logger.warning("readyz: the %s check failed", name, exc_info=True)
+        detail, ok = "unreachable (see the server log)", False
     return {"ok": ok, "detail": detail, "ms": round((time.perf_counter() - started) * 1000, 1)}
 
 
@@ -71,20 +83,20 @@ def _workers() -> str:
     replies = app.control.ping(timeout=settings.AGENTSTATE_READY_PING_TIMEOUT_SECONDS, limit=1)
     names = sorted(name for reply in replies or [] for name in reply)
     if not names:
-        raise RuntimeError("no Celery worker answered a ping")
+        raise NotReady("no Celery worker answered a ping")
     return f"a worker answered: {names[0][:200]}"
 
 
 def readyz(request: HttpRequest) -> HttpResponse:
     """503 unless the database, Redis and the broker answer and at least one worker is live."""
     checks = {
-        "database": _check(_database),
-        "redis": _check(_redis),
-        "broker": _check(_broker),
+        "database": _check("database", _database),
+        "redis": _check("redis", _redis),
+        "broker": _check("broker", _broker),
     }
     # Pinging workers goes through the broker: pointless (and slow) if it is down.
     checks["workers"] = (
-        _check(_workers)
+        _check("workers", _workers)
         if checks["broker"]["ok"]
         else {"ok": False, "detail": "broker unreachable", "ms": 0}
     )
@@ -173,11 +185,24 @@ def _redis_metrics() -> Iterator[Metric]:
     yield sweeps
 
 
+def _may_scrape(request: HttpRequest) -> bool:
+    # Closed unless configured: the counts name tenants' workloads, not a public matter.
+    token = settings.AGENTSTATE_METRICS_TOKEN
+    sent = request.headers.get("Authorization", "")
+    if token and hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
+        return True
+    return request.META.get("REMOTE_ADDR") in settings.AGENTSTATE_METRICS_ALLOWED_IPS
+
+
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus text exposition."""
-    allowed = settings.AGENTSTATE_METRICS_ALLOWED_IPS
-    if allowed and request.META.get("REMOTE_ADDR") not in allowed:
-        return HttpResponse("Forbidden\n", status=403, content_type="text/plain")
+    """Prometheus text exposition, for a scraper with the token or from an allowed address."""
+    if not _may_scrape(request):
+        return HttpResponse(
+            "Forbidden: send the AGENTSTATE_METRICS_TOKEN as a Bearer token, or scrape from an"
+            " address in AGENTSTATE_METRICS_ALLOWED_IPS.\n",
+            status=403,
+            content_type="text/plain",
+        )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector())  # type: ignore[arg-type]
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

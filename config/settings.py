@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import secrets
+from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -17,36 +18,78 @@ DEBUG = env_bool("DEBUG", False)
 DEMO = env_bool("AGENTSTATE_DEMO", False)
 
 
-def _secret_key() -> str:
-    key = env_str("SECRET_KEY")
-    if key:
-        return key
-    if not (DEBUG or DEMO or env_str("DATABASE_URL") is None):
-        raise ImproperlyConfigured("SECRET_KEY must be set when running on external servers")
-    # Embedded servers, DEBUG or demo: one random key kept under var/ so sessions survive.
-    path = embedded.var_dir() / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
-    return path.read_text().strip()
+# Development conveniences (a key kept under var/, the embedded servers' URLs) only with
+# DEBUG or the demo on; anywhere else a missing setting stops startup, naming it.
+DEVELOPMENT = DEBUG or DEMO
 
 
-SECRET_KEY = _secret_key()
+def _required(name: str, value: str | None, fallback: Callable[[], str | None], hint: str) -> str:
+    if value:
+        return value
+    found = fallback() if DEVELOPMENT else None
+    if found:
+        return found
+    where = "" if DEVELOPMENT else " (DEBUG and AGENTSTATE_DEMO are off)"
+    raise ImproperlyConfigured(f"{name} must be set{where}: {hint}")
+
+
+_EMBEDDED_HINT = (
+    "point it at your server, or start the embedded servers with `make run`, `make test` or "
+    "`python -m config.embedded exec -- <command>`"
+)
+# Importing the settings starts nothing: with DEBUG or the demo on, a missing URL falls back
+# to an embedded server that is already running (`make services-up`), never starts one.
+SECRET_KEY = _required(
+    "SECRET_KEY", env_str("SECRET_KEY"), embedded.dev_secret_key, "a long random string"
+)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# Origins a browser may open the live websocket from: the trusted origins and the allowed
+# hosts, wildcards dropped (a "*" or ".example.com" there must not open sockets to any site).
+WEBSOCKET_ALLOWED_ORIGINS = [o for o in CSRF_TRUSTED_ORIGINS if "*" not in o] + [
+    h for h in ALLOWED_HOSTS if "*" not in h and not h.startswith(".")
+]
 
-# --- Services: external when the URL is set, embedded otherwise. ---------------------------
-DATABASE_URL = env_url("DATABASE_URL", schemes=("postgres", "postgresql")) or (
-    embedded.ensure_postgres()
+# --- Services. -------------------------------------------------------------------------------
+DATABASE_URL = _required(
+    "DATABASE_URL",
+    env_url("DATABASE_URL", schemes=("postgres", "postgresql")),
+    embedded.running_postgres_url,
+    _EMBEDDED_HINT,
 )
-REDIS_URL = env_url("REDIS_URL", schemes=("redis", "rediss", "unix")) or embedded.ensure_redis()
+REDIS_URL = _required(
+    "REDIS_URL",
+    env_url("REDIS_URL", schemes=("redis", "rediss", "unix")),
+    embedded.running_redis_url,
+    _EMBEDDED_HINT,
+)
+# Connections are bounded per process. A web process (config/asgi.py turns AGENTSTATE_DB_POOL
+# on) serves each request in a thread of its own, where a persistent connection would outlive
+# its thread and pile up; it shares a pool of at most DB_POOL_MAX_SIZE instead, and a request
+# that waits DB_POOL_TIMEOUT_SECONDS for one gets a 503. Workers and beat run one task at a
+# time per process and keep one connection, replaced after DB_CONN_MAX_AGE seconds.
+AGENTSTATE_DB_POOL = env_bool("AGENTSTATE_DB_POOL", False)
 DATABASES = {
     "default": dj_database_url.parse(
         DATABASE_URL,
-        conn_max_age=env_int("DB_CONN_MAX_AGE", 60, minimum=0),
+        conn_max_age=0 if AGENTSTATE_DB_POOL else env_int("DB_CONN_MAX_AGE", 60, minimum=0),
+        # With the pool: a connection handed out is checked alive, so after a PostgreSQL
+        # restart the pool replaces dead ones instead of failing the request that drew one.
         conn_health_checks=True,
     )
 }
+if AGENTSTATE_DB_POOL:
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env_int("DB_POOL_MIN_SIZE", 2, minimum=0),
+        "max_size": env_int("DB_POOL_MAX_SIZE", 10, minimum=1),
+        "timeout": env_float("DB_POOL_TIMEOUT_SECONDS", 10.0, minimum=0.1),
+        "max_idle": 300,
+        "max_lifetime": 1800,
+    }
+# Names this process's connections in pg_stat_activity (web processes: "agentstate-web").
+DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = env_str(
+    "DB_APPLICATION_NAME", "agentstate"
+)
 DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -64,6 +107,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "channels",
+    "axes",
     "tenants",
     "agents",
     "approvals",
@@ -75,6 +119,9 @@ MIDDLEWARE = [
     "config.ops.OpsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "tenants.middleware.ContentSecurityPolicyMiddleware",
+    # 400 for a NUL, a lone surrogate or bytes that are not UTF-8 in the query string or a
+    # form, and for bad JSON bodies (core/json_input.py), before any view or query sees them.
+    "core.middleware.BadInputMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -85,6 +132,9 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # Opens the request's one transaction and sets the row-level-security tenant in it.
     "tenants.middleware.TenantMiddleware",
+    # Answers a locked-out login with the lockout page (429); after authentication, inside the
+    # request's transaction, so the failed attempt it records commits with the response.
+    "axes.middleware.AxesMiddleware",
     # Puts the tenant and run ids of the request on every log record (config/logging.py).
     "config.logging.LogContextMiddleware",
 ]
@@ -117,6 +167,11 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+# django-axes checks for a lockout before any password is compared (console and Django admin).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
@@ -136,27 +191,63 @@ SESSION_COOKIE_HTTPONLY = True
 SECURE_HSTS_SECONDS = 0 if DEBUG else env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Trust X-Forwarded-Proto only behind a proxy that sets it (and strips the client's own):
+# otherwise any client could claim https and get secure-only behaviour on plain http.
+if env_bool("TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self' ws: wss:; frame-ancestors 'none'; base-uri 'self'; form-action 'self'"
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'"
 )
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_REQUEST_BYTES", 1_048_576, minimum=1024)
+# JSON from outside (API bodies, JSON form fields, websocket messages) nested deeper than this
+# many arrays/objects is refused with 400 "too_deep" (core/json_input.py).
+MAX_JSON_DEPTH = env_int("MAX_JSON_DEPTH", 32, minimum=2)
+
+# --- Login protection (django-axes, docs/security.md). ----------------------------------------
+# After LOGIN_FAILURE_LIMIT wrong passwords for one username from one client address, that pair
+# is refused (even with the right password) for LOGIN_LOCKOUT_MINUTES after the last attempt
+# (0: until an admin unlocks it on the members page or with `manage.py axes_reset_username`).
+# Keyed on the pair, so an attacker cannot lock a whole office out from behind its NAT.
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+LOGIN_LOCKOUT_MINUTES = env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=0)
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES) if LOGIN_LOCKOUT_MINUTES else None
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_CALLABLE = "tenants.lockout.lockout_response"
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_RESET_ON_SUCCESS = True
+# Successful logins are not kept in a table of their own (nothing would ever prune it).
+AXES_DISABLE_ACCESS_LOG = True
+# The client address: REMOTE_ADDR, or with TRUSTED_PROXY_COUNT proxies in front that each
+# append to X-Forwarded-For, the address the outermost one saw (tenants/client_ip.py). Leave 0
+# when uvicorn already rewrites REMOTE_ADDR (its --forwarded-allow-ips, 127.0.0.1 by default).
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
+AXES_CLIENT_IP_CALLABLE = "tenants.client_ip.client_ip"
 
 # --- API. ----------------------------------------------------------------------------------
+# Requests per API key, or per person for the console's own calls, within a tenant: "N/s",
+# "N/min", "N/hour", "N/day" or "off". WRITE covers run starts, new sessions and messages, run
+# events and memory writes; READ everything else. A tenant's `api_rate_limits` override them.
+# Counted in Redis; if Redis is down the API stays open (tenants/throttling.py).
+API_RATE_LIMIT_READ = env_str("API_RATE_LIMIT_READ", "600/min")
+API_RATE_LIMIT_WRITE = env_str("API_RATE_LIMIT_WRITE", "60/min")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "tenants.api_auth.ApiKeyAuthentication",
         "tenants.api_auth.TenantSessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["tenants.permissions.IsTenantMember"],
+    "DEFAULT_THROTTLE_CLASSES": ["tenants.throttling.ApiRateThrottle"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "tenants.api_errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # JSON only, through core.json_input: NUL characters, lone surrogates and deep nesting
+    # are a 400 naming the field.
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.JSONParser"],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "AgentState API",
@@ -256,7 +347,11 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        # django-axes logs every step of every login at INFO; failures and lockouts are WARNING.
+        "axes": {"level": "WARNING"},
+    },
 }
 
 # --- Engine. -------------------------------------------------------------------------------
@@ -293,8 +388,9 @@ CELERY_BEAT_SCHEDULE["detect-stuck-runs"] = {
 AGENTSTATE_READY_PING_TIMEOUT_SECONDS = env_float(
     "AGENTSTATE_READY_PING_TIMEOUT_SECONDS", 1.0, minimum=0.1
 )
-# /metrics: allowed client addresses (empty: anyone who can reach it; put it behind your
-# network policy) and the Celery queue whose depth is reported.
+# /metrics answers a scraper that sends this Bearer token or comes from one of these
+# addresses; with neither configured it answers no one. Also the Celery queue it reports.
+AGENTSTATE_METRICS_TOKEN = env_str("AGENTSTATE_METRICS_TOKEN", "")
 AGENTSTATE_METRICS_ALLOWED_IPS = env_list("AGENTSTATE_METRICS_ALLOWED_IPS", [])
 AGENTSTATE_QUEUE_NAME = env_str("AGENTSTATE_QUEUE_NAME", "celery")
 
@@ -311,6 +407,9 @@ DEMO_PAYMENTS_URL = env_str(
     "DEMO_PAYMENTS_URL",
     f"http://{env_str('HOST', '127.0.0.1')}:{env_str('WEB_PORT', '8000')}/demo/payments/refunds",
 )
+# The bearer secret the demo agent sends the provider (mounted only with AGENTSTATE_DEMO on).
+# Empty: an HMAC of SECRET_KEY, so the web process and the workers agree with no setup.
+DEMO_PAYMENTS_SECRET = env_str("DEMO_PAYMENTS_SECRET", "")
 DEMO_REFUND_APPROVAL_THRESHOLD = env_float("DEMO_REFUND_APPROVAL_THRESHOLD", 100.0, minimum=0)
 
 # --- Approvals. ----------------------------------------------------------------------------

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
@@ -19,7 +20,12 @@ urlpatterns = [
     path("api/v1/", include("approvals.api_urls")),
     path("api/v1/", include("memory.api_urls")),
     re_path(r"^api/", api_not_found),
-    path("demo/payments/refunds", demo_payments.refunds, name="demo_payments"),
+    # The demo's stand-in payment provider exists only while the demo is on.
+    *(
+        [path("demo/payments/refunds", demo_payments.refunds, name="demo_payments")]
+        if settings.DEMO
+        else []
+    ),
     path("", include("agents.urls")),
     path("", include("approvals.urls")),
     path("", include("memory.urls")),  # before tenants: /memory/ replaces its placeholder

@@ -1,8 +1,10 @@
 """REST endpoints of the memory app: facts of a subject (CRUD and search), export,
 delete-all, and the one-time privacy link for a tenant's own app.
 
-API keys act for any member of their tenant; a signed-in person acts for themselves, and a
-manager or admin may read a member's facts while the tenant grants support access (audited).
+API keys act for any member of their tenant, and each read of a person's memories by a key is
+audited (one event per request); a signed-in person acts for themselves, and a manager or admin
+may read a member's facts while the tenant grants support access (audited). Privacy links log a
+person in, so only an `admin` key makes them.
 """
 
 from __future__ import annotations
@@ -20,35 +22,50 @@ from memory import links, selectors, services
 from memory import serializers as s
 from memory.models import SourceKind
 from tenants.errors import NotFound
+from tenants.models import Scope
 from tenants.principal import Principal
 from tenants.services import audit_record
 
 TAGS = ["memory"]
+# What a key's reads of a person's memories are audited as.
+READ_BY_KEY = "memory.read_by_api_key"
+EXPORTED = "memory.exported"
 
 
 def _errors(*codes: int) -> dict[int, OpenApiResponse]:
     return {code: OpenApiResponse(ErrorSerializer) for code in codes}
 
 
-def _subject(request: Request, subject_id: Any, *, write: bool = False) -> Any:
-    """The subject this caller may act for; 404 otherwise. Support reads are audited."""
+def _subject(
+    request: Request, subject_id: Any, *, write: bool = False, read_action: str = READ_BY_KEY
+) -> Any:
+    """The subject this caller may act for; 404 otherwise. Support and API-key reads are
+    audited (a key's as `read_action`)."""
     principal: Principal = request.principal  # type: ignore[attr-defined]
     subject = selectors.subject_for(principal, subject_id)
     own = principal.user is not None and subject.pk == principal.user.pk
     if principal.user is not None and not own:
         if write:
             raise NotFound()  # support access is read-only
-        audit_record(
-            tenant=principal.tenant,
-            actor=principal,
-            action="memory.support_viewed",
-            target_type="auth.user",
-            target_id=str(subject.pk),
-        )
+        _audit_read(principal, "memory.support_viewed", subject.pk)
+    elif principal.user is None and not write:
+        _audit_read(principal, read_action, subject.pk)
     return subject
 
 
+def _audit_read(principal: Principal, action: str, subject_id: Any) -> None:
+    audit_record(
+        tenant=principal.tenant,
+        actor=principal,
+        action=action,
+        target_type="auth.user",
+        target_id=str(subject_id),
+    )
+
+
 class SubjectFactsView(AgentsAPIView):
+    rate_bucket = {"POST": "write"}
+
     @extend_schema(
         operation_id="memory_facts_list",
         tags=TAGS,
@@ -87,10 +104,14 @@ def _fact(request: Request, fact_id: Any, *, write: bool = False):
     if principal.user is not None:
         return selectors.fact_for(principal, fact_id)  # a person: their own facts only
     fact = selectors.fact_in_tenant(principal, fact_id)
+    if not write:
+        _audit_read(principal, READ_BY_KEY, fact.subject_id)
     return fact
 
 
 class FactView(AgentsAPIView):
+    rate_bucket = {"PATCH": "write", "DELETE": "write"}
+
     @extend_schema(
         operation_id="memory_facts_retrieve",
         tags=TAGS,
@@ -150,11 +171,13 @@ class ExportView(AgentsAPIView):
     @extend_schema(operation_id="memory_export", tags=TAGS, responses={200: dict, **_errors(404)})
     def get(self, request: Request, subject_id: int) -> Response:
         """Everything remembered about the subject, with history, and their transcripts."""
-        subject = _subject(request, subject_id)
+        subject = _subject(request, subject_id, read_action=EXPORTED)
         return Response(selectors.export(tenant_id=request.principal.tenant.pk, subject=subject))
 
 
 class DeleteAllView(AgentsAPIView):
+    rate_bucket = "write"
+
     @extend_schema(
         operation_id="memory_delete_all",
         tags=TAGS,
@@ -172,6 +195,10 @@ class DeleteAllView(AgentsAPIView):
 
 
 class PrivacyLinkView(AgentsAPIView):
+    # The link logs its holder in as the person: as strong as an admin's key, never a write's.
+    write_scope = Scope.ADMIN
+    rate_bucket = "write"
+
     @extend_schema(
         operation_id="memory_privacy_link_create",
         tags=TAGS,

@@ -1,35 +1,48 @@
 """Signed, expiring, one-time links a tenant's own app hands its end user to open the
 privacy page without a password.
 
-A link signs (tenant, user, nonce); opening it records the nonce, so a second open fails.
-It logs the user in, so links are only made for plain end users: people whose one and only
-membership is a member role in this tenant (never staff, never someone of another tenant).
+A link signs (tenant, user, nonce). Opening it (GET) shows a confirmation and spends nothing,
+so a mail scanner that follows every link cannot use it up; the person's POST redeems it and
+records the nonce, so a second redemption fails. The session it opens reaches only the privacy
+page (`tenants.middleware.SESSION_PRIVACY_ONLY_KEY`). Links are made for, and redeemed by, plain
+end users only: people whose one and only membership is a member role in this tenant (never
+staff, never someone of another tenant), checked again when the link is redeemed.
 """
 
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core import signing
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 
 from memory.errors import PrivacyLinkInvalid
 from memory.models import PrivacyLinkUse
-from tenants.context import tenant_context
+from tenants.context import system_context, tenant_context
 from tenants.errors import NotFound
-from tenants.models import Membership, Role
+from tenants.models import Membership, Role, Tenant
+from tenants.principal import Principal
+from tenants.services import audit_record
 
 SALT = "memory.privacy-link"
 
 
+@dataclass(frozen=True)
+class LinkHolder:
+    """The end user a valid link opens the privacy page of."""
+
+    user: Any
+    tenant: Tenant
+    nonce: str
+
+
 def link_make(*, tenant_id: Any, subject_id: int) -> tuple[str, int]:
     """A relative URL of a fresh link for this end user, and how many seconds it lasts."""
-    member = Membership.objects.for_tenant(tenant_id).filter(user_id=subject_id, role=Role.MEMBER)
-    if not member.exists() or not _sole_membership(subject_id):
+    if _end_user(tenant_id, subject_id) is None:
         raise NotFound("No end user with this id.")
     token = signing.dumps(
         {"t": str(tenant_id), "s": subject_id, "n": secrets.token_urlsafe(16)}, salt=SALT
@@ -37,32 +50,64 @@ def link_make(*, tenant_id: Any, subject_id: int) -> tuple[str, int]:
     return reverse("memory_link", args=[token]), settings.MEMORY_PRIVACY_LINK_MAX_AGE_SECONDS
 
 
-def _sole_membership(subject_id: int) -> bool:
-    from tenants.context import system_context
+def link_check(token: str) -> LinkHolder:
+    """Whose page a valid, unused link opens; the link stays unused. Else PrivacyLinkInvalid."""
+    data = _load(token)
+    with tenant_context(data["t"]):
+        membership = _end_user(data["t"], data["s"])
+        if membership is None or not membership.user.is_active:
+            raise PrivacyLinkInvalid("This privacy link is no longer valid.")
+        if PrivacyLinkUse.objects.for_tenant(data["t"]).filter(nonce=data["n"]).exists():
+            raise _used()
+        return LinkHolder(user=membership.user, tenant=membership.tenant, nonce=data["n"])
 
-    with system_context("privacy_link_check"):
-        return Membership.objects.filter(user_id=subject_id).count() == 1
+
+@transaction.atomic
+def link_redeem(token: str) -> LinkHolder:
+    """Use the link up, audited as its person; the caller then logs them in."""
+    holder = link_check(token)
+    with tenant_context(holder.tenant.pk, user_id=holder.user.pk):
+        try:
+            with transaction.atomic():
+                PrivacyLinkUse.objects.create(
+                    tenant=holder.tenant, subject=holder.user, nonce=holder.nonce
+                )
+        except IntegrityError:  # redeemed meanwhile by a concurrent request
+            raise _used() from None
+        audit_record(
+            tenant=holder.tenant,
+            actor=Principal.for_member(tenant=holder.tenant, user=holder.user, role=Role.MEMBER),
+            action="memory.privacy_link_redeemed",
+            target_type="auth.user",
+            target_id=str(holder.user.pk),
+        )
+    return holder
 
 
-def redeem(token: str) -> tuple[Any, str]:
-    """The user and tenant of a valid, unused link (now used), or PrivacyLinkInvalid."""
+def _load(token: str) -> dict[str, Any]:
     try:
         data = signing.loads(token, salt=SALT, max_age=settings.MEMORY_PRIVACY_LINK_MAX_AGE_SECONDS)
     except signing.SignatureExpired:
         raise PrivacyLinkInvalid("This privacy link has expired. Ask for a new one.") from None
     except signing.BadSignature:
         raise PrivacyLinkInvalid("This privacy link is not valid.") from None
-    tenant_id, subject_id = data["t"], data["s"]
-    with tenant_context(tenant_id):
-        if not Membership.objects.for_tenant(tenant_id).filter(user_id=subject_id).exists():
-            raise PrivacyLinkInvalid("This privacy link is no longer valid.")
-        try:
-            with transaction.atomic():
-                PrivacyLinkUse.objects.create(
-                    tenant_id=tenant_id, subject_id=subject_id, nonce=data["n"]
-                )
-        except IntegrityError:
-            raise PrivacyLinkInvalid(
-                "This privacy link was already used. Ask for a new one."
-            ) from None
-    return get_user_model().objects.get(pk=subject_id), tenant_id
+    return data
+
+
+def _used() -> PrivacyLinkInvalid:
+    return PrivacyLinkInvalid("This privacy link was already used. Ask for a new one.")
+
+
+def _end_user(tenant_id: Any, subject_id: Any) -> Membership | None:
+    """The person's member role in this tenant, if it is their one and only membership."""
+    membership = (
+        Membership.objects.for_tenant(tenant_id)
+        .select_related("user", "tenant")
+        .filter(user_id=subject_id, role=Role.MEMBER)
+        .first()
+    )
+    if membership is None:
+        return None
+    with system_context("privacy_link_check"):
+        sole = Membership.objects.filter(user_id=subject_id).count() == 1
+    return membership if sole else None

@@ -1,5 +1,6 @@
 """The privacy page: what the agents remember about me, with edit, delete, delete all, export;
-the memory settings of a tenant (admins); and the one-time privacy link of the API.
+the memory settings of a tenant (admins); and the one-time privacy link of the API, whose
+session reaches these privacy pages only (see tenants/middleware.py).
 
 Everyone with a membership has a privacy page about themselves, whatever their role. Managers
 and admins see a member's page only while the tenant grants support access, and each such
@@ -17,12 +18,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from memory import embeddings, links, policies, selectors, services
 from memory.forms import DeleteAllForm, FactEditForm, PolicyForm, SupportAccessForm
 from memory.models import MemoryPolicy
 from tenants.errors import AppError
+from tenants.middleware import SESSION_PRIVACY_ONLY_KEY, SESSION_TENANT_KEY
 from tenants.models import Role, Scope
 from tenants.permissions import require_scope
 from tenants.principal import Principal
@@ -30,6 +33,8 @@ from tenants.services import audit_record
 
 PAGE = "memory/privacy.html"
 SETTINGS = "memory/settings.html"
+LINK_CONFIRM = "memory/link_confirm.html"
+LINK_INVALID = "memory/link_invalid.html"
 
 
 def _partial(request: HttpRequest) -> bool:
@@ -203,15 +208,26 @@ def memory_settings(request: HttpRequest) -> HttpResponse:
 # --- the one-time privacy link ------------------------------------------------------------------
 
 
-@require_GET
+@never_cache
+@require_http_methods(["GET", "POST"])
 def privacy_link(request: HttpRequest, token: str) -> HttpResponse:
-    """Open the privacy page from a signed one-time link; a bad link gets a clear page."""
+    """GET: whose page the link opens, with one button (spends nothing). POST: redeem it."""
     try:
-        user, tenant_id = links.redeem(token)
+        holder = links.link_redeem(token) if request.method == "POST" else links.link_check(token)
     except AppError as exc:
-        return render(request, "memory/link_invalid.html", {"error": exc.message}, status=410)
-    from tenants.middleware import SESSION_TENANT_KEY
-
-    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-    request.session[SESSION_TENANT_KEY] = str(tenant_id)
+        context = {"error": exc.message}
+        return _private(render(request, LINK_INVALID, context, status=exc.status))
+    if request.method == "GET":
+        return _private(render(request, LINK_CONFIRM, {"holder": holder}))
+    login(request, holder.user, backend="django.contrib.auth.backends.ModelBackend")
+    request.session[SESSION_TENANT_KEY] = str(holder.tenant.pk)
+    # Set after login(), which clears it: a link's session reaches only this privacy page.
+    request.session[SESSION_PRIVACY_ONLY_KEY] = str(holder.tenant.pk)
     return redirect("my_memory")
+
+
+def _private(response: HttpResponse) -> HttpResponse:
+    # The token is in the URL: it must not travel to another site in a Referer header.
+    # ("no-referrer" would also blank the Origin of the form's POST, which CSRF checks.)
+    response["Referrer-Policy"] = "same-origin"
+    return response

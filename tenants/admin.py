@@ -1,5 +1,6 @@
-"""Django admin for the tenants tables, read-only: memberships, keys and the audit log change
-through the console's audited services. Row-level security shows the current tenant only."""
+"""Django admin for platform staff (`is_staff`), read-only: memberships, keys, accounts and the
+audit log change through the console's audited services. Row-level security shows the current
+tenant only."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from django.apps import apps
 from django.contrib import admin
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 
 from tenants import models
@@ -55,3 +57,17 @@ class AuditEventAdmin(ReadOnlyAdmin):
 for _model in apps.get_app_config("tenants").get_models():
     if not admin.site.is_registered(_model):
         admin.site.register(_model, ReadOnlyAdmin)
+
+
+# People are managed in the console (members, roles) and by their own password change; the
+# Django admin, for platform staff only, may look at accounts but never edit one: a staff
+# account editing `is_superuser` or a password here would bypass every audited service.
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class UserAdmin(ReadOnlyAdmin):
+    list_display = ("username", "email", "is_active", "is_staff", "last_login", "date_joined")
+    list_filter = ("is_active", "is_staff")
+    search_fields = ("username", "email")
+    exclude = ("password", "user_permissions", "groups")

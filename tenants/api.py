@@ -22,13 +22,29 @@ class MeSerializer(serializers.Serializer):
 class ApiKeySerializer(serializers.ModelSerializer):
     class Meta:
         model = ApiKey
-        fields = ["id", "name", "prefix", "scopes", "created_at", "last_used_at", "revoked_at"]
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "scopes",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+            "expires_at",
+        ]
 
 
 class ApiKeyCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     scopes = serializers.ListField(
         child=serializers.ChoiceField(choices=Scope.choices), allow_empty=False
+    )
+    expires_in_days = serializers.IntegerField(
+        min_value=1,
+        max_value=services.API_KEY_MAX_DAYS,
+        required=False,
+        allow_null=True,
+        help_text="The key stops working this many days from now; absent or null: never.",
     )
 
 
@@ -133,7 +149,8 @@ class AuditEventListView(APIView):
     @extend_schema(responses=AuditEventSerializer(many=True))
     def get(self, request):
         before = request.query_params.get("before")
-        if before is not None and not before.isdigit():
+        # ASCII digits only: "²" is a digit to isdigit() but not to int().
+        if before is not None and not (before.isascii() and before.isdigit() and len(before) < 19):
             raise serializers.ValidationError({"before": ["Must be an event id."]})
         events = selectors.audit_events_for_tenant(
             tenant=request.principal.tenant,

@@ -62,6 +62,8 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         )
         if key is None or not key.is_active:
             raise exceptions.AuthenticationFailed("The API key is unknown or revoked.")
+        if key.is_expired:
+            raise exceptions.AuthenticationFailed("The API key has expired.")
         api_key_touch(key=key)
         principal = Principal.for_api_key(key, key.tenant)
         request._request.principal = principal

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import connection, transaction
@@ -22,7 +23,7 @@ _CODES = {
     exceptions.NotFound: ("not_found", "Not found."),
     exceptions.MethodNotAllowed: ("method_not_allowed", None),
     exceptions.UnsupportedMediaType: ("unsupported_media_type", None),
-    exceptions.Throttled: ("throttled", None),
+    exceptions.Throttled: ("rate_limited", None),
     exceptions.NotAcceptable: ("not_acceptable", None),
 }
 
@@ -52,6 +53,8 @@ def exception_handler(exc, context) -> Response | None:
         )
         if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
             response["WWW-Authenticate"] = 'Bearer realm="api"'
+        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+            response["Retry-After"] = str(max(1, math.ceil(exc.wait)))
         return response
     return None
 

@@ -39,6 +39,11 @@ class InvalidScopes(AppError):
     message = "Unknown API key scopes."
 
 
+class InvalidExpiry(AppError):
+    code = "invalid_expiry"
+    message = "An API key expires in 1 to 3650 days, or never."
+
+
 class ApiKeyAlreadyRevoked(AppError):
     code = "api_key_revoked"
     status = 409

@@ -10,6 +10,13 @@ class ApiKeyForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         initial=[Scope.READ],
     )
+    expires_in_days = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=3650,
+        label="Expires in (days)",
+        help_text="Blank: the key never expires.",
+    )
 
 
 class RoleForm(forms.Form):

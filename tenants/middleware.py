@@ -5,13 +5,58 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
+from django.contrib.auth import user_logged_in
+from django.contrib.auth.models import AnonymousUser
+from django.db import connection, transaction
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
+from django.urls import Resolver404, resolve
 
-from tenants import context
+from tenants import context, outage
+from tenants.models import Role
 from tenants.principal import Principal
 from tenants.selectors import memberships_for_user
 
 SESSION_TENANT_KEY = "tenant_id"
+# A session opened by a one-time privacy link (memory.views.privacy_link) holds its tenant id
+# here. It reaches only these views (URL names); anywhere else it is logged out, the API
+# included, and so is its live socket (agents/live/access.py). A password login ends it.
+SESSION_PRIVACY_ONLY_KEY = "privacy_only_tenant_id"
+PRIVACY_ONLY_VIEWS = frozenset(
+    {
+        "my_memory",
+        "memory_export",
+        "memory_delete_all",
+        "memory_fact_edit",
+        "memory_fact_delete",
+        "logout",
+    }
+)
+
+
+def _privacy_only_elsewhere(request: HttpRequest) -> bool:
+    """A privacy link's session, asking for anything but the privacy page."""
+    if request.session.get(SESSION_PRIVACY_ONLY_KEY) is None:
+        return False
+    try:
+        match = resolve(request.path_info, getattr(request, "urlconf", None))
+    except Resolver404:
+        return True
+    # The view name carries the namespace: "admin:logout" is not "logout".
+    return match.view_name not in PRIVACY_ONLY_VIEWS
+
+
+async def _anonymous() -> AnonymousUser:
+    return AnonymousUser()
+
+
+@receiver(user_logged_in, dispatch_uid="tenants.privacy_only_ends_at_login")
+def _privacy_only_ends_at_login(sender, request, user, **kwargs) -> None:
+    # login() keeps the session's data when the same person logs in again: a password login
+    # must not inherit the link's restriction. (The link's own login sets it afterwards.)
+    session = getattr(request, "session", None)
+    if session is not None:
+        session.pop(SESSION_PRIVACY_ONLY_KEY, None)
 
 
 class TenantMiddleware:
@@ -24,10 +69,29 @@ class TenantMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        try:
+            return self._in_transaction(request)
+        except outage.OUTAGES as exc:  # the transaction could not begin or commit
+            if not outage.is_outage(exc):
+                raise
+            return outage.unavailable_response(request, exc)
+
+    def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
+        """A view that lost the database (or broker) answers 503; the transaction rolls back."""
+        if not outage.is_outage(exc):
+            return None
+        if connection.in_atomic_block:
+            transaction.set_rollback(True)
+        return outage.unavailable_response(request, exc)
+
+    def _in_transaction(self, request: HttpRequest) -> HttpResponse:
         with context.transaction_scope():
             request.principal = None  # type: ignore[attr-defined]
             request.memberships = []  # type: ignore[attr-defined]
             user = request.user
+            if user.is_authenticated and _privacy_only_elsewhere(request):
+                user = request.user = AnonymousUser()
+                request.auser = _anonymous  # type: ignore[attr-defined]
             if user.is_authenticated:
                 self._resolve_tenant(request, user)
             return self.get_response(request)
@@ -37,6 +101,11 @@ class TenantMiddleware:
         # Memberships are readable by their own user before any tenant is chosen.
         context.activate(tenant_id=None, user_id=user.pk)
         memberships = memberships_for_user(user)
+        privacy_only = request.session.get(SESSION_PRIVACY_ONLY_KEY)
+        if privacy_only is not None:  # that tenant's end user, or nobody
+            memberships = [
+                m for m in memberships if str(m.tenant_id) == privacy_only and m.role == Role.MEMBER
+            ]
         request.memberships = memberships  # type: ignore[attr-defined]
         if not memberships:
             return

@@ -6,6 +6,9 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
+
+from tenants.rates import validate_overrides
 
 
 class Role(models.TextChoices):
@@ -32,6 +35,8 @@ class Tenant(models.Model):
     conversation_retention_days = models.PositiveIntegerField(null=True, blank=True, default=90)
     memory_retention_days = models.PositiveIntegerField(null=True, blank=True, default=None)
     audit_retention_days = models.PositiveIntegerField(null=True, blank=True, default=365)
+    # API rate limits that replace the settings' for this tenant, e.g. {"write": "10/min"}.
+    api_rate_limits = models.JSONField(default=dict, blank=True, validators=[validate_overrides])
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -87,6 +92,7 @@ class ApiKey(TenantOwned):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)  # None: never
 
     class Meta:
         ordering = ["-created_at"]
@@ -97,6 +103,10 @@ class ApiKey(TenantOwned):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
 
 
 class AuditEvent(models.Model):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from axes.models import AccessAttempt
+from django.conf import settings
+from django.db.models import QuerySet, Sum
+from django.utils import timezone
 
 from tenants.models import ApiKey, AuditEvent, Membership, Tenant
 
@@ -19,6 +22,22 @@ def members_for_tenant(*, tenant: Tenant) -> QuerySet[Membership]:
         .select_related("user")
         .order_by("role", "user__username")
     )
+
+
+def locked_out_usernames(*, tenant: Tenant) -> set[str]:
+    """Members of the tenant whose sign-in is locked from some address (django-axes)."""
+    # Axes' own rule: failures of one (username, address) within the cool-off reach the limit.
+    attempts = AccessAttempt.objects.filter(
+        username__in=Membership.objects.for_tenant(tenant).values("user__username")
+    )
+    if settings.AXES_COOLOFF_TIME:
+        attempts = attempts.filter(attempt_time__gte=timezone.now() - settings.AXES_COOLOFF_TIME)
+    locked = (
+        attempts.values("username", "ip_address")
+        .annotate(failures=Sum("failures_since_start"))
+        .filter(failures__gte=settings.AXES_FAILURE_LIMIT)
+    )
+    return {row["username"] for row in locked}
 
 
 def api_keys_for_tenant(*, tenant: Tenant) -> QuerySet[ApiKey]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
+from axes.utils import reset as axes_reset
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
@@ -14,8 +16,10 @@ from django.utils import timezone
 from tenants import context, errors
 from tenants.models import ApiKey, AuditEvent, Membership, Role, Scope, Tenant
 from tenants.principal import Principal
+from tenants.rates import validate_overrides
 
 API_KEY_PREFIX = "ak"
+API_KEY_MAX_DAYS = 3650
 
 
 def audit_record(
@@ -78,7 +82,9 @@ class CreatedApiKey:
 
 
 @transaction.atomic
-def api_key_create(*, actor: Principal, name: str, scopes: list[str]) -> CreatedApiKey:
+def api_key_create(
+    *, actor: Principal, name: str, scopes: list[str], expires_in_days: int | None = None
+) -> CreatedApiKey:
     """Create a key; the returned raw secret is the only copy there will ever be."""
     unknown = sorted(set(scopes) - set(Scope.values))
     if unknown or not scopes:
@@ -86,6 +92,11 @@ def api_key_create(*, actor: Principal, name: str, scopes: list[str]) -> Created
             f"Scopes must be a non-empty subset of {', '.join(Scope.values)}.",
             detail={"unknown": unknown},
         )
+    expires_at = None
+    if expires_in_days is not None:
+        if not 1 <= expires_in_days <= API_KEY_MAX_DAYS:
+            raise errors.InvalidExpiry(detail={"max_days": API_KEY_MAX_DAYS})
+        expires_at = timezone.now() + timedelta(days=expires_in_days)
     secret = secrets.token_urlsafe(32)
     raw = f"{API_KEY_PREFIX}_{actor.tenant.pk.hex}_{secret}"
     key = ApiKey.objects.create(
@@ -95,13 +106,19 @@ def api_key_create(*, actor: Principal, name: str, scopes: list[str]) -> Created
         key_hash=_hash_key(raw),
         scopes=sorted(set(scopes)),
         created_by=actor.user,
+        expires_at=expires_at,
     )
     audit_record(
         tenant=actor.tenant,
         actor=actor,
         action="api_key.created",
         target=key,
-        after={"name": name, "prefix": key.prefix, "scopes": key.scopes},
+        after={
+            "name": name,
+            "prefix": key.prefix,
+            "scopes": key.scopes,
+            "expires_at": expires_at.isoformat() if expires_at else None,
+        },
     )
     return CreatedApiKey(key=key, raw=raw)
 
@@ -160,12 +177,51 @@ def membership_set_role(*, actor: Principal, membership: Membership, role: str) 
     return membership
 
 
+@transaction.atomic
+def member_unlock(*, actor: Principal, membership: Membership) -> int:
+    """Clear a member's failed sign-ins (every address), ending a lockout; the count cleared."""
+    username = membership.user.get_username()
+    cleared = axes_reset(username=username)
+    audit_record(
+        tenant=actor.tenant,
+        actor=actor,
+        action="membership.unlocked",
+        target=membership,
+        after={"user": username, "attempts_cleared": cleared},
+    )
+    return cleared
+
+
 def tenant_create(*, slug: str, name: str, actor_label: str = "system") -> Tenant:
     """Provision a tenant. Creating one spans tenants, so it runs in the system context."""
     with context.system_context("tenant_provisioning") as ctx:
         tenant = Tenant.objects.create(slug=slug, name=name)
         ctx.record(tenant=slug, by=actor_label)
         audit_record(tenant=tenant, actor=actor_label, action="tenant.created", target=tenant)
+    return tenant
+
+
+def tenant_set_rate_limits(
+    *, slug: str, limits: dict[str, str], actor_label: str = "system"
+) -> Tenant:
+    """Replace a tenant's API rate limit overrides ({} drops them); validated and audited."""
+    validate_overrides(limits)
+    with context.system_context("tenant_rate_limits") as ctx:
+        tenant = Tenant.objects.select_for_update().filter(slug=slug).first()
+        if tenant is None:
+            raise errors.NotFound(f"No tenant {slug!r}.")
+        before = tenant.api_rate_limits
+        tenant.api_rate_limits = limits
+        tenant.save(update_fields=["api_rate_limits"])
+        ctx.record(tenant=slug, by=actor_label)
+        audit_record(
+            tenant=tenant,
+            actor=actor_label,
+            action="tenant.rate_limits_changed",
+            target=tenant,
+            before=before,
+            after=limits,
+        )
     return tenant
 
 

@@ -17,6 +17,7 @@ urlpatterns = [
     path("admin/", views.admin_home, name="admin_home"),
     path("admin/members/", views.members, name="members"),
     path("admin/members/<int:membership_id>/role/", views.member_role, name="member_role"),
+    path("admin/members/<int:membership_id>/unlock/", views.member_unlock, name="member_unlock"),
     path("admin/api-keys/", views.api_keys, name="api_keys"),
     path("admin/api-keys/<uuid:key_id>/revoke/", views.api_key_revoke, name="api_key_revoke"),
     path("admin/audit/", views.audit_log, name="audit_log"),

@@ -112,11 +112,35 @@ def api_key_revoke(request: HttpRequest, key_id) -> HttpResponse:
 @require_scope(Scope.ADMIN)
 def members(request: HttpRequest) -> HttpResponse:
     principal = request.principal
+    rows = list(selectors.members_for_tenant(tenant=principal.tenant))
+    locked = selectors.locked_out_usernames(tenant=principal.tenant)
+    for m in rows:
+        m.locked_out = m.user.username in locked
+    return render(request, "tenants/members.html", {"members": rows, "roles": Role.choices})
+
+
+def _member_row(request: HttpRequest, membership, error: str | None = None) -> HttpResponse:
+    locked = selectors.locked_out_usernames(tenant=request.principal.tenant)
+    membership.locked_out = membership.user.username in locked
     return render(
         request,
-        "tenants/members.html",
-        {"members": selectors.members_for_tenant(tenant=principal.tenant), "roles": Role.choices},
+        "tenants/members.html#member-row",
+        {"m": membership, "roles": Role.choices, "error": error},
+        status=400 if error else 200,
     )
+
+
+@require_POST
+@require_scope(Scope.ADMIN)
+def member_unlock(request: HttpRequest, membership_id: int) -> HttpResponse:
+    principal = request.principal
+    membership = get_object_or_404(
+        selectors.members_for_tenant(tenant=principal.tenant), pk=membership_id
+    )
+    services.member_unlock(actor=principal, membership=membership)
+    if not request.htmx:
+        return redirect("members")
+    return _member_row(request, membership)
 
 
 @require_POST
@@ -138,12 +162,7 @@ def member_role(request: HttpRequest, membership_id: int) -> HttpResponse:
         except AppError as exc:
             error = exc.message
             membership.refresh_from_db()
-    return render(
-        request,
-        "tenants/members.html#member-row",
-        {"m": membership, "roles": Role.choices, "error": error},
-        status=400 if error else 200,
-    )
+    return _member_row(request, membership, error)
 
 
 @require_GET
@@ -152,7 +171,10 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     before = request.GET.get("before", "")
     events = selectors.audit_events_for_tenant(
         tenant=request.principal.tenant,
-        before_id=int(before) if before.isdigit() else None,
+        # ASCII digits only: "²" is a digit to isdigit() but not to int().
+        before_id=int(before)
+        if before.isascii() and before.isdigit() and len(before) < 19
+        else None,
         limit=50,
     )
     older = events[-1].id if len(events) == 50 else None

@@ -5,6 +5,7 @@ from django.test import Client
 
 from tenants.models import Role
 from tests import factories, processes
+from tests.processes import TEST_RATE_LIMIT
 
 ROLES = [Role.ADMIN, Role.MANAGER, Role.MEMBER, Role.VIEWER]
 
@@ -53,6 +54,13 @@ def _fast_password_hashing(request, settings):
     if request.node.get_closest_marker("e2e"):
         return
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _generous_rate_limits(settings):
+    # Tests start many runs with one key at once; tests/tenants/test_rate_limits.py sets
+    # small limits of its own. Still counted in Redis, so the throttle runs everywhere.
+    settings.API_RATE_LIMIT_READ = settings.API_RATE_LIMIT_WRITE = TEST_RATE_LIMIT
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,9 @@ from django.db import connection
 
 BASE_DIR = Path(__file__).resolve().parents[1]
 LOG_DIR = BASE_DIR / "var" / "test-logs"
+TEST_RATE_LIMIT = "1000000/min"
+# Every child process gets this key, so they derive the same demo payments secret.
+CHILD_SECRET_KEY = "test-" + "x" * 45
 
 
 def free_port() -> int:
@@ -38,9 +41,12 @@ def process_env(**extra: str) -> dict[str, str]:
         **os.environ,
         "DATABASE_URL": test_database_url(),
         "REDIS_URL": settings.REDIS_URL,
-        "SECRET_KEY": "test-" + "x" * 45,
+        "SECRET_KEY": CHILD_SECRET_KEY,
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "PYTHONUNBUFFERED": "1",
+        # Servers and workers under test serve many quick calls of one key (tests/conftest.py).
+        "API_RATE_LIMIT_READ": TEST_RATE_LIMIT,
+        "API_RATE_LIMIT_WRITE": TEST_RATE_LIMIT,
     }
     env.update(extra)
     return env
@@ -90,7 +96,7 @@ class Proc:
         return self.log_path.read_text(errors="replace")
 
 
-def start_asgi(name: str = "asgi", **env: str) -> tuple[Proc, str]:
+def start_asgi(name: str = "asgi", *, wait_path: str = "/login/", **env: str) -> tuple[Proc, str]:
     port = free_port()
     proc = Proc(
         name,
@@ -107,13 +113,14 @@ def start_asgi(name: str = "asgi", **env: str) -> tuple[Proc, str]:
             "off",
             "--no-access-log",
         ],
-        process_env(DEBUG="1", **env),
+        # The demo on: it mounts the demo payment provider the refund runs call.
+        process_env(**{"DEBUG": "1", "AGENTSTATE_DEMO": "1", **env}),
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
         try:
-            urlopen(url + "/login/", timeout=1)
+            urlopen(url + wait_path, timeout=1)
             return proc, url
         except OSError:
             if not proc.alive() or time.monotonic() > deadline:

@@ -6,7 +6,6 @@ Replay lives in replay.py, the fence in fencing.py.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +20,8 @@ from agents.console.fencing import BUSY, FREE, LEASE_EXPIRED, REQUEUE, audit, ch
 from agents.console.replay import run_replay  # noqa: F401 - an action like the others
 from agents.definitions import Agent, get_agent
 from agents.models import WAITING, Checkpoint, Run, RunStatus, StepAttempt
+from core import json_input
+from core.errors import BadInput
 from tenants.principal import Principal
 from tenants.services import audit_record
 
@@ -162,9 +163,10 @@ def run_resolve(*, principal: Principal, run: Run, version: int, note: str = "")
 def parse_state(raw: str, agent: Agent) -> dict[str, Any]:
     """The edited state as a dict, or InvalidState listing every problem."""
     try:
-        state = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InvalidState([f"Not valid JSON: {exc.msg} (line {exc.lineno})."]) from None
+        state = json_input.loads(raw)
+    except BadInput as exc:
+        found = [f"{name}: {' '.join(why)}" for name, why in (exc.fields or {}).items()]
+        raise InvalidState(found or [exc.message]) from None
     if not isinstance(state, dict):
         raise InvalidState(["The state must be a JSON object ({…})."])
     if agent.state_schema is not None:

@@ -192,7 +192,7 @@ class _Driver:
         else:
             status, owner, attempts = _STOPS[t.kind], "", 0
         approval_id = uuid.uuid4() if t.kind == "approval" else None
-        state_json = store.dumps({**ctx.state, **t.update})
+        state_json = store.dumps({**ctx.state, **t.update}) or "{}"  # a dict is never None
         read_upto = max((m["seq"] for m in ctx.__dict__.get("transcript", ())), default=0)
         self.upto = max(self.upto, read_upto)
         params = {

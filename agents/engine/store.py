@@ -217,9 +217,9 @@ def _fetch_one(sql: str, params: dict) -> Any:
     db.ensure_connection()
     db.validate_no_broken_transaction()
     with db.wrap_database_errors:
-        cursor = _cursor(db.connection)
-        cursor.execute(sql, params, prepare=True)
-        return cursor.fetchone()
+        pg_cursor = _cursor(db.connection)
+        pg_cursor.execute(sql, params, prepare=True)
+        return pg_cursor.fetchone()
 
 
 _thread = threading.local()

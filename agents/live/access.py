@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib.auth import SESSION_KEY
 
 from tenants import context
-from tenants.middleware import SESSION_TENANT_KEY
+from tenants.middleware import SESSION_PRIVACY_ONLY_KEY, SESSION_TENANT_KEY
 from tenants.models import Scope
 from tenants.principal import Principal
 from tenants.selectors import memberships_for_user
@@ -28,12 +28,15 @@ def principal_for(user: Any, session_key: str | None) -> Principal | None:
     """The principal of a still-valid session, as `TenantMiddleware` would pick it; or None.
 
     The session is read again each time: logging out or switching tenant elsewhere counts.
+    A privacy link's session gets None: `TenantMiddleware` treats it as logged out there too.
     """
     if user is None or not user.is_authenticated or not session_key:
         return None
     session = import_module(settings.SESSION_ENGINE).SessionStore(session_key=session_key)
     if str(session.get(SESSION_KEY, "")) != str(user.pk) or not user.is_active:
         return None
+    if session.get(SESSION_PRIVACY_ONLY_KEY) is not None:
+        return None  # a privacy link's session watches nothing: it may open one page only
     with context.transaction_scope():
         context.activate(tenant_id=None, user_id=user.pk)
         memberships = memberships_for_user(user)

@@ -52,8 +52,23 @@ def test_the_ops_endpoints_refuse_writes(client):
     assert client.post("/healthz").status_code == 405
 
 
+def test_readyz_names_the_failed_check_but_never_shows_the_exception_text(caplog):
+    from config import ops
+
+    def broken() -> str:
+        raise ConnectionError("cannot reach redis://admin:hunter2@10.1.2.3:6379")
+
+    result = ops._check("redis", broken)
+    assert result["ok"] is False
+    assert "hunter2" not in result["detail"] and "10.1.2.3" not in result["detail"]
+    assert "hunter2" in caplog.text  # the operator finds it in the log
+
+
 @pytest.mark.django_db
-def test_metrics_report_runs_stuck_runs_approvals_queue_and_engine_counters(client, tenant_a):
+def test_metrics_report_runs_stuck_runs_approvals_queue_and_engine_counters(
+    client, tenant_a, settings
+):
+    settings.AGENTSTATE_METRICS_ALLOWED_IPS = ["127.0.0.1"]
     make_run(tenant_a, status="running", lease_owner="w", lease_expires_at=ago(5))
     make_run(tenant_a, status="failed", error={"code": "retries_exhausted"})
     metrics.flush()  # what earlier tests' steps counted in this process
@@ -82,9 +97,27 @@ def test_metrics_report_runs_stuck_runs_approvals_queue_and_engine_counters(clie
         assert line in text, line
 
 
+def test_metrics_are_closed_unless_a_token_or_an_address_is_configured(client, settings):
+    settings.AGENTSTATE_METRICS_ALLOWED_IPS = []
+    settings.AGENTSTATE_METRICS_TOKEN = ""
+    assert client.get("/metrics").status_code == 403
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer ").status_code == 403
+
+
+@pytest.mark.django_db
 def test_metrics_can_be_limited_to_the_scrapers_addresses(client, settings):
     settings.AGENTSTATE_METRICS_ALLOWED_IPS = ["10.0.0.9"]
     assert client.get("/metrics").status_code == 403
+    assert client.get("/metrics", REMOTE_ADDR="10.0.0.9").status_code == 200
+
+
+@pytest.mark.django_db
+def test_metrics_answer_a_scraper_with_the_token_and_refuse_a_wrong_one(client, settings):
+    settings.AGENTSTATE_METRICS_ALLOWED_IPS = []
+    settings.AGENTSTATE_METRICS_TOKEN = "s3cret-token"
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer nope").status_code == 403
+    response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-token")
+    assert response.status_code == 200 and b"agentstate_runs" in response.content
 
 
 def test_json_logs_carry_the_tenant_and_run_ids():
@@ -142,3 +175,32 @@ def test_the_django_admin_shows_only_the_current_tenants_runs(members, tenant_b)
     client.force_login(user)
     page = client.get("/django-admin/agents/run/").content.decode()
     assert str(mine.pk) in page and str(theirs.pk) not in page
+
+
+@pytest.mark.django_db
+def test_the_django_admin_shows_accounts_to_staff_but_never_edits_them(members):
+    user = members["admin"].user
+    user.is_staff = user.is_superuser = True
+    user.save()
+    target = members["member"].user
+    client = Client()
+    client.force_login(user)
+    assert client.get("/django-admin/auth/user/").status_code == 200
+    page = client.get(f"/django-admin/auth/user/{target.pk}/change/")
+    assert page.status_code == 200 and b"pbkdf2" not in page.content
+    response = client.post(
+        f"/django-admin/auth/user/{target.pk}/change/",
+        {"username": target.username, "is_superuser": "on", "is_staff": "on"},
+    )
+    assert response.status_code == 403
+    assert client.get("/django-admin/auth/user/add/").status_code == 403
+    target.refresh_from_db()
+    assert not target.is_superuser and not target.is_staff
+
+
+@pytest.mark.django_db
+def test_the_django_admin_refuses_a_tenant_admin_who_is_not_platform_staff(members):
+    client = Client()
+    client.force_login(members["admin"].user)
+    response = client.get("/django-admin/")
+    assert response.status_code == 302 and "/django-admin/login/" in response["Location"]

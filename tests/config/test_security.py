@@ -40,3 +40,59 @@ def test_the_openapi_schema_and_docs_are_served_without_a_cdn(db):
     assert schema.status_code == 200
     docs = Client().get("/api/docs/").content.decode()
     assert "cdn" not in docs.lower() and "jsdelivr" not in docs
+
+
+def _settings_in_a_new_process(env: dict[str, str], expression: str) -> str:
+    import os
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    base = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DATABASE_URL": settings.DATABASE_URL,
+        "REDIS_URL": settings.REDIS_URL,
+        "SECRET_KEY": "x" * 50,
+    }
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import django; django.setup(); from django.conf import settings; print({expression})",
+        ],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_the_content_security_policy_lets_pages_connect_only_to_their_own_origin(db):
+    policy = Client().get("/login/")["Content-Security-Policy"]
+    assert "connect-src 'self';" in policy
+    assert "ws:" not in policy and "wss:" not in policy
+
+
+def test_the_proxy_ssl_header_is_trusted_only_when_configured(db, settings):
+    assert not getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    response = Client().get("/login/", HTTP_X_FORWARDED_PROTO="https")
+    assert response.wsgi_request.is_secure() is False
+    trusted = _settings_in_a_new_process(
+        {"TRUST_X_FORWARDED_PROTO": "1"}, "settings.SECURE_PROXY_SSL_HEADER"
+    )
+    assert trusted == "('HTTP_X_FORWARDED_PROTO', 'https')"
+
+
+def test_websocket_origins_come_from_the_trusted_origins_and_hosts_without_wildcards():
+    origins = _settings_in_a_new_process(
+        {
+            "ALLOWED_HOSTS": "*,.example.com,agents.example.com",
+            "CSRF_TRUSTED_ORIGINS": "https://agents.example.com,https://*.example.org",
+        },
+        "settings.WEBSOCKET_ALLOWED_ORIGINS",
+    )
+    assert origins == "['https://agents.example.com', 'agents.example.com']"

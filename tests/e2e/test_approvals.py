@@ -3,9 +3,7 @@ the run refund exactly that, once. An admin sets a policy in the console."""
 
 from __future__ import annotations
 
-import json
 import re
-from urllib.request import urlopen
 
 import pytest
 from playwright.sync_api import expect
@@ -15,6 +13,7 @@ from agents.services import conversation_start
 from tenants.context import tenant_context
 from tenants.models import Role
 from tests import factories, processes
+from tests.demo_refunds import demo_refunds
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_console_basics import log_in
 
@@ -53,11 +52,6 @@ def worker(console_url, mail_dir):
     )
     yield proc
     proc.stop()
-
-
-def refunds(console_url: str) -> dict:
-    with urlopen(console_url + "/demo/payments/refunds", timeout=5) as response:
-        return json.loads(response.read())
 
 
 def start_refund(tenant, username: str) -> Run:
@@ -135,9 +129,9 @@ def test_a_manager_approves_the_paused_refund_with_a_smaller_amount_and_it_is_re
     expect(approvals_link).not_to_contain_text("1")
     screenshot(page, "approval-decided")
 
-    ledger = refunds(console_url)
-    assert ledger["count"] == 1, ledger
-    assert ledger["refunds"][0]["amount_cents"] == 25000
+    ledger = demo_refunds()
+    assert len(ledger) == 1, ledger
+    assert ledger[0]["amount_cents"] == 25000
 
     # On a phone the pages reflow and nothing runs off the side.
     page.set_viewport_size({"width": 390, "height": 800})
@@ -185,7 +179,7 @@ def test_an_admin_sets_a_policy_that_the_next_refund_follows(page, console_url, 
     # $400 is below the new threshold: the policy approves it and the run refunds at once.
     run = start_refund(acme, "carol")
     processes.wait_until(lambda: run_status(run) == "succeeded", timeout=30, what="the refund")
-    assert refunds(console_url)["refunds"][0]["amount_cents"] == 40000
+    assert demo_refunds()[0]["amount_cents"] == 40000
 
 
 def _group_id(page) -> str:

@@ -9,10 +9,10 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from memory import services
+from memory import links, services
 from tenants.context import tenant_context
 from tenants.models import Role
-from tests import factories
+from tests import factories, processes
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_console_basics import log_in
 from tests.memory.test_engine import payments, replies, run_desk  # noqa: F401  (fixture)
@@ -75,6 +75,40 @@ def test_an_end_user_edits_deletes_and_exports_and_the_agent_forgets(
     assert "as you prefer" not in replies(later)[-1]
     page.reload()
     expect(page.get_by_text("Prefers to be contacted")).to_have_count(0)
+
+
+def test_an_end_user_opens_their_privacy_link_and_reaches_that_page_only(
+    page, console_url, acme, settings
+):
+    tenant, carol = acme
+    settings.SECRET_KEY = processes.CHILD_SECRET_KEY  # the link is signed for the server
+    with tenant_context(tenant.pk):
+        services.fact_remember(
+            tenant_id=tenant.pk, subject_id=carol.user_id, category="profile", text="Lives in Lyon"
+        )
+        url, _ = links.link_make(tenant_id=tenant.pk, subject_id=carol.user_id)
+    page.goto(console_url + url)
+    expect(page.get_by_role("heading", level=1)).to_have_text("Your privacy page")
+    expect(page.get_by_role("main")).to_contain_text("privacy page of carol at Acme")
+    screenshot(page, "privacy-link-confirm")
+    page.reload()  # looking again (or a mail scanner's GET) spends nothing
+
+    page.get_by_role("button", name="Open my privacy page").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("What we remember about you")
+    expect(page.locator(".fact-text")).to_have_text(["Lives in Lyon"])
+    nav = page.get_by_role("navigation", name="Main")
+    expect(nav.get_by_role("link")).to_have_text(["My memory"])
+    screenshot(page, "privacy-link-page")
+
+    page.goto(console_url + "/runs/")
+    expect(page).to_have_url(re.compile(r"/login/\?next=/runs/$"))
+    log_in(page, console_url, "carol")
+    expect(nav.get_by_role("link", name="Runs")).to_be_visible()  # the whole console again
+    page.goto(console_url + "/runs/")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Runs")
+
+    page.goto(console_url + url)  # used: a clear page, not a login loop
+    expect(page.get_by_role("alert")).to_contain_text("already used")
 
 
 def test_an_admin_grants_support_access_and_sets_a_policy(page, console_url, acme):

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import re
-from urllib.request import urlopen
 
 import pytest
 from playwright.sync_api import expect
@@ -12,6 +10,7 @@ from playwright.sync_api import expect
 from tenants.context import tenant_context
 from tenants.models import Role
 from tests import factories, processes
+from tests.demo_refunds import demo_refunds
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_console_basics import log_in
 
@@ -35,11 +34,6 @@ def worker(console_url):
     )
     yield proc
     proc.stop()
-
-
-def refunds(console_url: str) -> dict:
-    with urlopen(console_url + "/demo/payments/refunds", timeout=5) as response:
-        return json.loads(response.read())
 
 
 def test_a_manager_starts_the_demo_run_approves_it_and_it_refunds_exactly_once(
@@ -81,9 +75,9 @@ def test_a_manager_starts_the_demo_run_approves_it_and_it_refunds_exactly_once(
     expect(page.locator("table.ledger")).to_contain_text("issue_refund")
     screenshot(page, "run-succeeded")
 
-    ledger = refunds(console_url)
-    assert ledger["count"] == 1, ledger
-    assert ledger["refunds"][0]["amount_cents"] == 40000
+    ledger = demo_refunds()
+    assert len(ledger) == 1, ledger
+    assert ledger[0]["amount_cents"] == 40000
 
     page.get_by_role("link", name="Runs", exact=True).first.click()
     expect(page.get_by_role("cell", name="Succeeded")).to_be_visible()

@@ -120,11 +120,16 @@ def test_export_and_delete_all_through_the_api(api, ada):
     assert api.get(f"/api/v1/memory/subjects/{ada.user_id}/export").json()["facts"] == []
 
 
-def test_an_integration_gets_a_one_time_privacy_link_for_an_end_user_only(api, ada, members):
-    made = post(api, f"/api/v1/memory/subjects/{ada.user_id}/privacy-link")
+def test_an_integrations_admin_key_gets_a_one_time_privacy_link_for_an_end_user_only(
+    api, ada, members, tenant_a
+):
+    assert post(api, f"/api/v1/memory/subjects/{ada.user_id}/privacy-link").status_code == 403
+    key = factories.make_api_key(tenant_a, ["admin"])
+    admin_api = Client(HTTP_AUTHORIZATION=f"Bearer {key.raw}")
+    made = post(admin_api, f"/api/v1/memory/subjects/{ada.user_id}/privacy-link")
     assert made.status_code == 201 and made.json()["url"].startswith("/memory/link/")
     admin = members["admin"].user_id
-    assert post(api, f"/api/v1/memory/subjects/{admin}/privacy-link").status_code == 404
+    assert post(admin_api, f"/api/v1/memory/subjects/{admin}/privacy-link").status_code == 404
 
 
 def test_a_deleted_fact_cannot_come_back_through_the_api_search_export_or_pages(

@@ -1,4 +1,5 @@
-"""The privacy page and its actions, the memory settings page, the one-time link.
+"""The privacy page and its actions, the memory settings page (the one-time link has
+test_privacy_links.py).
 
 Roles: admin, manager, member, viewer of tenant A; the outsider is an admin of tenant B.
 """
@@ -10,7 +11,6 @@ import re
 
 import pytest
 
-from memory import links
 from memory.models import MemoryFact
 from tenants.context import tenant_context
 from tenants.models import AuditEvent
@@ -206,38 +206,6 @@ def test_admins_set_support_access_and_category_policies(client_for, members):
     assert "Diet <code>diet</code>" in page and "30 days" in page and "checked" in page
     bad = client.post("/memory/settings/", {"category": "Bad Name", "max_facts_per_subject": "0"})
     assert bad.status_code == 400
-
-
-# --- the one-time privacy link -----------------------------------------------------------------
-
-
-def test_a_privacy_link_opens_the_page_once(client, members, ada_fact):
-    ada = members["member"]
-    with tenant_context(ada.tenant_id):
-        url, _ = links.link_make(tenant_id=ada.tenant_id, subject_id=ada.user_id)
-    opened = client.get(url, follow=True)
-    assert opened.status_code == 200 and "Prefers to be contacted by email" in text(opened)
-    client.logout()
-    again = client.get(url)
-    assert again.status_code == 410 and "already used" in text(again)
-
-
-def test_an_expired_privacy_link_gets_a_clear_page_not_a_login_loop(client, members, settings):
-    ada = members["member"]
-    with tenant_context(ada.tenant_id):
-        url, _ = links.link_make(tenant_id=ada.tenant_id, subject_id=ada.user_id)
-    settings.MEMORY_PRIVACY_LINK_MAX_AGE_SECONDS = -1
-    response = client.get(url)
-    assert response.status_code == 410 and "expired" in text(response)
-    assert client.get("/memory/link/garbage/").status_code == 410
-
-
-def test_no_privacy_link_is_made_for_staff(members):
-    from tenants.errors import NotFound
-
-    admin = members["admin"]
-    with tenant_context(admin.tenant_id), pytest.raises(NotFound):
-        links.link_make(tenant_id=admin.tenant_id, subject_id=admin.user_id)
 
 
 def test_facts_rows_vanish_from_the_table_on_delete(members, ada_fact):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from tenants.context import tenant_context
-from tenants.models import ApiKey
+from tenants.models import ApiKey, AuditEvent
 from tests import factories
 
 
@@ -105,3 +107,108 @@ def test_another_tenants_key_id_is_404_not_403(tenant_a, tenant_b):
     assert response.status_code == 404
     assert response.json()["code"] == "not_found"
     assert api(foreign.raw).get("/api/v1/me").status_code == 200
+
+
+# --- expiry -----------------------------------------------------------------------------------
+
+
+def _create(admin_raw: str, **extra):
+    return api(admin_raw).post(
+        "/api/v1/api-keys",
+        {"name": "bot", "scopes": ["read"], **extra},
+        content_type="application/json",
+    )
+
+
+def test_a_key_made_through_the_api_may_expire_in_some_days(tenant_a):
+    admin_key = factories.make_api_key(tenant_a, ["admin"])
+    response = _create(admin_key.raw, expires_in_days=30)
+    assert response.status_code == 201, response.json()
+    expires_at = datetime.fromisoformat(response.json()["expires_at"])
+    expected = timezone.now() + timedelta(days=30)
+    assert abs((expires_at - expected).total_seconds()) < 60
+    assert api(response.json()["key"]).get("/api/v1/me").status_code == 200
+
+
+def test_a_key_without_an_expiry_never_expires(tenant_a):
+    admin_key = factories.make_api_key(tenant_a, ["admin"])
+    for extra in ({}, {"expires_in_days": None}):
+        response = _create(admin_key.raw, **extra)
+        assert response.status_code == 201 and response.json()["expires_at"] is None
+
+
+@pytest.mark.parametrize("days", [0, -1, 3651, "soon", 1.5])
+def test_an_expiry_outside_one_to_3650_days_is_refused_and_creates_nothing(tenant_a, days):
+    admin_key = factories.make_api_key(tenant_a, ["admin"])
+    response = _create(admin_key.raw, expires_in_days=days)
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid"
+    assert set(response.json()["fields"]) == {"expires_in_days"}
+    with tenant_context(tenant_a.pk):
+        assert ApiKey.objects.for_tenant(tenant_a).count() == 1  # the admin's own key
+
+
+def test_an_expired_key_gets_401_saying_so(tenant_a):
+    created = factories.make_api_key(tenant_a, ["read"])
+    with tenant_context(tenant_a.pk):
+        ApiKey.objects.for_tenant(tenant_a).filter(pk=created.key.pk).update(
+            expires_at=timezone.now() - timedelta(seconds=1)
+        )
+    response = api(created.raw).get("/api/v1/me")
+    assert response.status_code == 401
+    assert response.json() == {"code": "unauthenticated", "message": "The API key has expired."}
+    assert response["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_the_console_form_sets_an_expiry_or_none(client_for, tenant_a):
+    admin = client_for("admin")
+    assert (
+        admin.post(
+            "/admin/api-keys/", {"name": "ci", "scopes": ["read"], "expires_in_days": "7"}
+        ).status_code
+        == 200
+    )
+    assert admin.post("/admin/api-keys/", {"name": "forever", "scopes": ["read"]}).status_code == (
+        200
+    )
+    with tenant_context(tenant_a.pk):
+        keys = {k.name: k for k in ApiKey.objects.for_tenant(tenant_a)}
+    expected = timezone.now() + timedelta(days=7)
+    assert abs((keys["ci"].expires_at - expected).total_seconds()) < 60
+    assert keys["forever"].expires_at is None
+
+
+@pytest.mark.parametrize("days", ["0", "3651", "soon"])
+def test_the_console_form_refuses_a_bad_expiry(client_for, tenant_a, days):
+    response = client_for("admin").post(
+        "/admin/api-keys/", {"name": "ci", "scopes": ["read"], "expires_in_days": days}
+    )
+    assert response.status_code == 400
+    assert 'id="expires-error"' in response.content.decode()
+    with tenant_context(tenant_a.pk):
+        assert not ApiKey.objects.for_tenant(tenant_a).filter(name="ci").exists()
+
+
+def test_the_keys_page_shows_the_expiry_and_marks_expired_keys(client_for, tenant_a):
+    live = factories.make_api_key(tenant_a, ["read"])
+    dead = factories.make_api_key(tenant_a, ["read"])
+    later = timezone.now() + timedelta(days=10)
+    with tenant_context(tenant_a.pk):
+        ApiKey.objects.for_tenant(tenant_a).filter(pk=live.key.pk).update(expires_at=later)
+        ApiKey.objects.for_tenant(tenant_a).filter(pk=dead.key.pk).update(
+            expires_at=timezone.now() - timedelta(days=1)
+        )
+    html = client_for("admin").get("/admin/api-keys/").content.decode()
+    live_row = html.split(f'id="key-{live.key.pk}"', 1)[1].split("</tr>", 1)[0]
+    dead_row = html.split(f'id="key-{dead.key.pk}"', 1)[1].split("</tr>", 1)[0]
+    assert later.strftime("%Y-%m-%d") in live_row and "expired" not in live_row
+    assert "expired" in dead_row and "Revoke" in dead_row
+
+
+def test_the_expiry_is_audited_at_creation(tenant_a):
+    admin_key = factories.make_api_key(tenant_a, ["admin"])
+    response = _create(admin_key.raw, expires_in_days=5)
+    with tenant_context(tenant_a.pk):
+        event = AuditEvent.objects.for_tenant(tenant_a).filter(action="api_key.created").first()
+    recorded = datetime.fromisoformat(event.after["expires_at"])
+    assert recorded == datetime.fromisoformat(response.json()["expires_at"])

@@ -1,0 +1,46 @@
+"""Input the application refuses before any view sees it; each failure has a stable code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenants.errors import AppError
+
+
+class BadInput(AppError, ValueError):
+    """Input that cannot be used as given. A ValueError too, so that code parsing optional
+    input (cursors, websocket messages) treats it like any other unreadable value."""
+
+    code = "malformed_request"
+    status = 400
+    message = "The request body is not valid JSON."
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        fields: dict[str, list[str]] | None = None,
+        reason: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.fields = fields
+        self.reason = reason  # the parser's words, for pages that phrase the message themselves
+
+    def as_dict(self) -> dict[str, Any]:
+        body = super().as_dict()
+        if self.fields:
+            body["fields"] = self.fields
+        return body
+
+
+class InvalidCharacters(BadInput):
+    """A NUL character, a lone surrogate, or bytes that are not UTF-8: PostgreSQL can store
+    none of them in text or jsonb."""
+
+    code = "invalid_characters"
+    message = "The request contains characters that are not allowed."
+
+
+class TooDeep(BadInput):
+    code = "too_deep"
+    message = "The JSON is nested too deeply."

@@ -1,0 +1,137 @@
+"""The one parser and validator for JSON that comes from outside (API bodies, form fields that
+hold JSON, keyset cursors, websocket messages).
+
+Refused, with the path of the field where possible (`input.m`, `items[3].k`):
+- text that is not UTF-8, not JSON, or holds NaN/Infinity or a number too large for a float
+  (PostgreSQL's jsonb stores none of them, and a 500 would follow);
+- a NUL character or a lone surrogate in any string, key or value, at any depth (PostgreSQL
+  cannot store a NUL in text or jsonb, and psycopg cannot encode a lone surrogate);
+- nesting deeper than `settings.MAX_JSON_DEPTH` (32 by default): counted on the text before
+  parsing, so 100,000 `[` cost one linear scan and never reach the recursive parser.
+
+Nothing here recurses: depth and characters are checked with explicit stacks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from django.conf import settings
+
+from core.errors import BadInput, InvalidCharacters, TooDeep
+from core.text_input import NON_FIELD, character_problem, printable
+
+DEFAULT_MAX_DEPTH = 32
+# A string token, or an unterminated one up to the end of the text: the unrolled loop cannot
+# backtrack, so removing the strings is linear even for text made of escaped quotes.
+_STRING = re.compile(r'"[^"\\]*(?:\\[\s\S][^"\\]*)*(?:"|\\?\Z)')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def max_depth() -> int:
+    return getattr(settings, "MAX_JSON_DEPTH", DEFAULT_MAX_DEPTH)
+
+
+def loads(data: str | bytes | bytearray, *, root: str = "", depth: int | None = None) -> Any:
+    """Parse JSON text and validate it; raise BadInput (a ValueError) naming what is wrong."""
+    limit = max_depth() if depth is None else depth
+    if isinstance(data, bytes | bytearray):
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadInput("The JSON is not UTF-8 text.") from None
+    else:
+        text = data
+    _check_text_depth(text, limit)
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except RecursionError:  # only if the scan above missed something; never a 500
+        raise TooDeep(_too_deep_message(limit)) from None
+    except ValueError as exc:
+        raise BadInput(f"Not valid JSON: {exc}.", reason=str(exc)) from None
+    validate(value, root=root, depth=limit)
+    return value
+
+
+def validate(value: Any, *, root: str = "", depth: int | None = None) -> None:
+    """Check an already parsed value (dicts, lists, strings...) like `loads` does."""
+    limit = max_depth() if depth is None else depth
+    stack: list[tuple[Any, tuple[str | int, ...], int]] = [(value, (), 0)]
+    while stack:
+        item, path, level = stack.pop()
+        if isinstance(item, str):
+            _check_string(item, root, path)
+            continue
+        if isinstance(item, dict):
+            children: list[tuple[str | int, Any]] = list(item.items())
+        elif isinstance(item, list | tuple):
+            children = list(enumerate(item))
+        else:
+            continue
+        if level + 1 > limit:
+            raise TooDeep(_too_deep_message(limit), fields={field_path(root, path): [_deep(limit)]})
+        # Reversed onto the stack, so the first problem reported is the first in the document.
+        for key, child in reversed(children):
+            if isinstance(key, str):
+                _check_string(key, root, (*path, key), is_key=True)
+            stack.append((child, (*path, key), level + 1))
+
+
+def field_path(root: str, path: tuple[str | int, ...]) -> str:
+    """`input.m`, `items[3].k`; NON_FIELD for the document itself."""
+    text = root
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{printable(part)}" if text else printable(part)
+    return text or NON_FIELD
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _check_string(
+    value: str, root: str, path: tuple[str | int, ...], *, is_key: bool = False
+) -> None:
+    problem = character_problem(value)
+    if problem:
+        where = "The key" if is_key else "The value"
+        message = f"{where} at {field_path(root, path)} contains characters that are not allowed."
+        raise InvalidCharacters(message, fields={field_path(root, path): [problem]})
+
+
+def _check_text_depth(text: str, limit: int) -> None:
+    if text.count("[") + text.count("{") <= limit:
+        return  # the usual case: it cannot be too deep, skip the scan
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    level = 0
+    for char in brackets:
+        if char in "[{":
+            level += 1
+            if level > limit:
+                raise TooDeep(_too_deep_message(limit))
+        else:
+            level -= 1
+
+
+def _too_deep_message(limit: int) -> str:
+    return f"The JSON is nested deeper than {limit} levels."
+
+
+def _deep(limit: int) -> str:
+    return f"Nested deeper than {limit} levels."
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:20]} is too large")
+    return value

@@ -1,0 +1,145 @@
+"""API rate limits: per API key or per person, per tenant and bucket, counted in Redis.
+
+A fixed window per rate: one INCR + EXPIRE in a MULTI, so concurrent requests on several
+processes count exactly (DRF's cache throttles read, then write). Views name their bucket
+with `rate_bucket = "write"` or per method, `rate_bucket = {"POST": "write"}`; anything
+undeclared counts as "read". A tenant's `api_rate_limits` override the settings.
+
+If Redis cannot be reached, requests are let through (logged at most once a minute) and
+Redis is not asked again for a few seconds, so an outage costs neither errors nor latency.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+import redis
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from rest_framework import exceptions
+from rest_framework.throttling import BaseThrottle
+
+from tenants import redis_client
+from tenants.rates import BUCKETS, READ, WRITE, Rate, parse_rate
+
+if TYPE_CHECKING:
+    # Only a type: DRF imports throttles while rest_framework.views loads, maybe before models.
+    from tenants.models import Tenant
+
+logger = logging.getLogger(__name__)
+
+SETTINGS = {READ: "API_RATE_LIMIT_READ", WRITE: "API_RATE_LIMIT_WRITE"}
+_PAUSE_SECONDS = 5.0
+_WARN_EVERY_SECONDS = 60.0
+
+_state_lock = threading.Lock()
+_paused_until: dict[str, float] = {}
+_warned_at: dict[str, float] = {}
+
+
+class RateLimited(exceptions.Throttled):
+    default_code = "rate_limited"
+
+    def __init__(self, *, bucket: str, rate: Rate, who: str, wait: float) -> None:
+        seconds = max(1, math.ceil(wait))
+        super().__init__(
+            detail=(
+                f"Rate limit reached: {rate} {bucket} requests for this {who};"
+                f" try again in {seconds} s."
+            )
+        )
+        self.wait = seconds
+
+
+def check_settings() -> None:
+    """Refuse to start with a rate setting that does not parse, naming it."""
+    for name in SETTINGS.values():
+        try:
+            parse_rate(getattr(settings, name))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {exc}") from exc
+
+
+def bucket_for(view: Any, method: str) -> str:
+    declared = getattr(view, "rate_bucket", None)
+    if isinstance(declared, dict):
+        declared = declared.get(method.upper())
+    bucket = declared or READ
+    if bucket not in BUCKETS:
+        raise ImproperlyConfigured(f"{view!r} declares an unknown rate bucket {bucket!r}")
+    return bucket
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str) -> Rate | None:
+    return parse_rate(text)
+
+
+def rate_for(tenant: Tenant, bucket: str) -> Rate | None:
+    """The tenant's override for the bucket if it has one, else the setting; None: no limit."""
+    override = (tenant.api_rate_limits or {}).get(bucket)
+    if override is not None:
+        try:
+            return _parsed(override)
+        except (ValueError, TypeError):
+            # Written past the model's validator: the setting still protects the API.
+            logger.warning("tenant %s has an invalid %s rate override", tenant.pk, bucket)
+    return _parsed(getattr(settings, SETTINGS[bucket]))
+
+
+def _count(key: str, window: int) -> int | None:
+    """This request's number in its window, or None when Redis cannot say."""
+    url = settings.REDIS_URL
+    now = time.monotonic()
+    if now < _paused_until.get(url, 0.0):
+        return None
+    try:
+        pipe = redis_client.client().pipeline(transaction=True)
+        pipe.incr(key)
+        pipe.expire(key, window + 1)
+        count, _ = pipe.execute()
+        return int(count)
+    except redis.RedisError:
+        with _state_lock:
+            _paused_until[url] = now + _PAUSE_SECONDS
+            warn = now - _warned_at.get(url, -math.inf) >= _WARN_EVERY_SECONDS
+            if warn:
+                _warned_at[url] = now
+        if warn:
+            logger.warning(
+                "Redis is unreachable: API rate limits are not enforced until it is back",
+                exc_info=True,
+            )
+        return None
+
+
+class ApiRateThrottle(BaseThrottle):
+    """Counts each call of an API key (or of a person's console session) in its bucket."""
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        principal = getattr(request._request, "principal", None)
+        if principal is None:
+            return True  # not authenticated: nothing is done, and nobody to count
+        bucket = bucket_for(view, request.method)
+        rate = rate_for(principal.tenant, bucket)
+        if rate is None:
+            return True
+        if principal.api_key is not None:
+            who, subject = "API key", f"k:{principal.api_key.pk}"
+        else:
+            who, subject = "person", f"u:{principal.user.pk}"
+        now = time.time()
+        window = int(now // rate.window)
+        key = f"ratelimit:{principal.tenant.pk}:{bucket}:{subject}:{rate.window}:{window}"
+        count = _count(key, rate.window)
+        if count is None or count <= rate.limit:
+            return True
+        raise RateLimited(bucket=bucket, rate=rate, who=who, wait=rate.window - now % rate.window)
+
+    def wait(self) -> float | None:
+        return None
