@@ -8,8 +8,9 @@ own data directory `var/bench-load`, kept between runs), logs the demo users in 
 login form, makes one API key, then measures: requests/s, p50/p95/max latency, every 5xx, and
 the PostgreSQL connections held by the application role, sampled every 0.25 s (peak, and
 the peak of the first and the last quarter: flat, not climbing). Browser sessions fetch the
-pages people look at (runs, a run, approvals, memory, conversations, the console for
-admins); API clients list and read runs and approvals and start a demo run every 2 s each.
+pages people look at (runs, a run page they can see, approvals, memory, conversations,
+the console for admins); API clients list and read runs and approvals and start a demo run
+every 2 s each.
 
 Targets on a 2-core machine: >= 150 requests/s, p95 <= 250 ms, 0 5xx, peak connections <= 40.
 """
@@ -39,6 +40,7 @@ sys.path.insert(0, str(BASE_DIR))
 VAR_DIR = BASE_DIR / "var" / "bench-load"
 TARGETS = {"rps": 150.0, "p95_ms": 250.0, "peak_connections": 40}
 BROWSER_USERS = ["admin", "manager", "viewer", "alice", "bob"]
+MEMBERS = {"alice", "bob"}
 
 
 def free_port() -> int:
@@ -266,8 +268,12 @@ async def browser(url: str, user: str, password: str, run_ids: list[str], rec, s
         pages = ["/", "/runs/", "/approvals/", "/memory/", "/conversations/"]
         if user == "admin":
             pages.append("/console/")
+        # Members (end users) see only their own runs, and the API's runs are nobody's: like a
+        # person, they open only run pages their list shows them (no 404 by design).
+        if user not in MEMBERS:
+            pages.append("run")
         while time.monotonic() < stop_at:
-            path = random.choice(pages + ["run"])
+            path = random.choice(pages)
             if path == "run":
                 if not run_ids:
                     continue
