@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 from django.http import HttpRequest
 
 from tenants import models
+from tenants.forms import AdminLoginForm
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -63,6 +64,7 @@ for _model in apps.get_app_config("tenants").get_models():
 # Django admin, for platform staff only, may look at accounts but never edit one: a staff
 # account editing `is_superuser` or a password here would bypass every audited service.
 admin.site.unregister(User)
+admin.site.login_form = AdminLoginForm
 
 
 @admin.register(User)

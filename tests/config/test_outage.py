@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.error import HTTPError
 from urllib.request import Request, urlopen
@@ -120,3 +121,46 @@ def test_a_web_process_holds_at_most_its_pool_of_connections_under_concurrent_re
         proc.stop()
     assert set(statuses) == {200}
     assert 1 <= peak <= 3
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_during_a_postgresql_restart_the_web_answers_503_never_500_and_then_recovers():
+    from config import embedded
+
+    tenant = factories.make_tenant("restart-test")
+    key = factories.make_api_key(tenant, ["read"])
+    proc, url = processes.start_asgi("asgi-restart", DB_POOL_TIMEOUT_SECONDS="1")
+    statuses: list[int] = []
+    refusals: list[str] = []
+    stop = threading.Event()
+
+    def hammer() -> None:
+        while not stop.is_set():
+            status, _, body = _get(url + "/api/v1/runs", Authorization=f"Bearer {key.raw}")
+            statuses.append(status)
+            if status >= 500:
+                refusals.append(json.loads(body)["code"])
+
+    client = threading.Thread(target=hammer)
+    client.start()
+    try:
+        time.sleep(0.5)
+        connection.close()
+        assert embedded.stop_postgres()
+        try:
+            time.sleep(2)
+        finally:
+            embedded.ensure_postgres()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and statuses[-1:] != [200]:
+            time.sleep(0.2)
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        client.join()
+        proc.stop()
+    assert 500 not in statuses
+    assert 503 in statuses, sorted(set(statuses))
+    assert set(refusals) == {"unavailable"}
+    assert statuses[-1] == 200

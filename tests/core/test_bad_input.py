@@ -327,6 +327,9 @@ ODD_FORM = {
     "state": '{"a": 1e999}',
     "title": "x" * 1000,
     "scopes": ["read", "\u00b2"],
+    "username": "x" * 5000,
+    "password": "x" * 5000,
+    "email": "x" * 5000 + "@example.com",
 }
 BROWSER_POSTS = [r for r, p in routes() if "post" in view_methods(p) and not r.startswith("api/")]
 

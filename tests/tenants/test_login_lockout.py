@@ -219,3 +219,13 @@ def test_a_short_or_malformed_forwarded_header_falls_back_to_remote_addr(setting
     settings.TRUSTED_PROXY_COUNT = 2
     request = FakeRequest(REMOTE_ADDR="10.0.0.3", HTTP_X_FORWARDED_FOR=forwarded)
     assert client_ip(request) == "10.0.0.3"
+
+
+@pytest.mark.parametrize("path", ["/login/", "/django-admin/login/"])
+@pytest.mark.parametrize("username", ["x" * 5000, "é" * 300])
+def test_an_overlong_username_is_a_form_error_never_a_500(db, path, username):
+    client = Client()
+    for _ in range(7):  # past the lockout limit: nothing is recorded for it either
+        response = client.post(path, {"username": username, "password": "p" * 5000})
+        assert response.status_code == 200
+        assert b"150 characters" in response.content or b"at most" in response.content
