@@ -81,7 +81,8 @@ def group_ids_of(principal: Principal) -> list[int]:
     )
 
 
-def _is_admin(principal: Principal) -> bool:
+def is_admin(principal: Principal) -> bool:
+    """Admin rules apply: an admin member, or an API key with the admin scope."""
     if principal.api_key is not None:
         return principal.can(Scope.ADMIN)
     return principal.role == Role.ADMIN
@@ -93,7 +94,7 @@ def refusal(
     """Why the principal may not decide this request, or None if they may."""
     if not principal.can(Scope.APPROVE):
         return "Your role cannot decide approvals."
-    admin = _is_admin(principal)
+    admin = is_admin(principal)
     if request.approver_role == ApproverRole.ADMIN and not admin:
         return "This request is for admins only."
     if request.approver_group_id is not None and not (admin and request.escalated_at):
@@ -117,7 +118,7 @@ def decidable_by(principal: Principal, requests: QuerySet[ApprovalRequest]) -> Q
     """The same rules as `refusal`, as a filter: the requests this principal may decide."""
     if not principal.can(Scope.APPROVE):
         return requests.none()
-    admin = _is_admin(principal)
+    admin = is_admin(principal)
     if not admin:
         requests = requests.filter(approver_role=ApproverRole.MANAGER)
     group_ok = Q(approver_group__isnull=True)

@@ -10,14 +10,16 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
 from django.db.models import BooleanField, Count, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.http import Http404
 from django.utils import timezone
 
-from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.policies import decidable_by
+from approvals.models import ApprovalRequest, ApprovalStatus, ApproverRole
+from approvals.policies import decidable_by, is_admin
 from core import json_input
+from tenants.models import Scope
 from tenants.principal import Principal
 
 DECIDED = "decided"  # a status filter: every status but pending
@@ -191,12 +193,38 @@ def inbox_counts(principal: Principal) -> dict[str, int]:
     return counts
 
 
+# The rules of policies.decidable_by once more, as one statement: the badge is counted on every
+# page a manager or admin opens, and building that queryset cost about 1 ms of Python each
+# time (the statement itself 0.25 ms). tests/approvals/test_badge_count.py holds the two equal.
+_DECIDABLE_COUNT_SQL = """
+SELECT count(*) FROM approvals_approvalrequest r
+WHERE r.tenant_id = %(tenant)s AND r.status = %(pending)s
+  AND (%(admin)s OR r.approver_role = %(manager)s)
+  AND (r.approver_group_id IS NULL
+       OR r.approver_group_id IN (SELECT m.group_id FROM approvals_approvergroupmember m
+                                  WHERE m.tenant_id = %(tenant)s AND m.user_id = %(user)s)
+       OR (%(admin)s AND r.escalated_at IS NOT NULL))
+  AND NOT (r.four_eyes AND r.started_by_id IS NOT DISTINCT FROM %(user)s)
+"""
+
+
 def decidable_count(principal: Principal) -> int:
     """The nav badge: pending requests this principal may decide."""
-    pending = ApprovalRequest.objects.for_tenant(principal.tenant).filter(
-        status=ApprovalStatus.PENDING
-    )
-    return decidable_by(principal, pending).count()
+    if principal.user is None or not principal.can(Scope.APPROVE):
+        pending = ApprovalRequest.objects.for_tenant(principal.tenant).filter(
+            status=ApprovalStatus.PENDING
+        )
+        return decidable_by(principal, pending).count()
+    params = {
+        "tenant": principal.tenant.pk,
+        "pending": ApprovalStatus.PENDING.value,
+        "admin": is_admin(principal),
+        "manager": ApproverRole.MANAGER.value,
+        "user": principal.user.pk,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_DECIDABLE_COUNT_SQL, params)
+        return int(cursor.fetchone()[0])
 
 
 def request_audit(request: ApprovalRequest) -> list[Any]:
