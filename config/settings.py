@@ -154,6 +154,8 @@ TEMPLATES = [
                 "tenants.context_processors.tenancy",
                 "approvals.context_processors.approvals_badge",
             ],
+            # {{ value|timestamp }} in every template, without a {% load %} (core/timestamps.py).
+            "builtins": ["core.timestamps"],
         },
     }
 ]
