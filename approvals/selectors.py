@@ -215,7 +215,7 @@ def decidable_count(principal: Principal) -> int:
             status=ApprovalStatus.PENDING
         )
         return decidable_by(principal, pending).count()
-    params = {
+    params: dict[str, Any] = {
         "tenant": principal.tenant.pk,
         "pending": ApprovalStatus.PENDING.value,
         "admin": is_admin(principal),
