@@ -28,6 +28,7 @@ $(STAMP): pyproject.toml
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 	@# django-stubs imports the settings, which connect to nothing: placeholders will do.
 	DATABASE_URL=postgres://lint@127.0.0.1:1/lint REDIS_URL=redis://127.0.0.1:1/0 \
 	  SECRET_KEY=lint-only $(VENV)/bin/mypy

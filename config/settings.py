@@ -182,7 +182,9 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = embedded.var_dir() / "staticfiles"
+# Where this installation keeps local files (embedded servers, demo credentials, mails).
+VAR_DIR = embedded.var_dir()
+STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = True
 
@@ -326,7 +328,7 @@ AGENTSTATE_SESSION_CACHE = env_bool("AGENTSTATE_SESSION_CACHE", True)
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agentstate@localhost")
 # Only read by the file-based backend (django.core.mail.backends.filebased.EmailBackend).
-EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(embedded.var_dir() / "mail"))
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
 
 # "json": one JSON object per line with tenant_id and run_id (config/logging.py); "text" for
 # people reading a terminal. Default: text under DEBUG, json otherwise.

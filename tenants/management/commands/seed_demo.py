@@ -10,7 +10,6 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from config import embedded
 from tenants import services
 from tenants.context import system_context
 from tenants.models import Role, Tenant
@@ -62,7 +61,7 @@ class Command(BaseCommand):
 
     def _credentials(self) -> dict[str, str]:
         # Random per installation, kept (0600) under var/ so they can be printed each run.
-        path = embedded.var_dir() / "demo-credentials.json"
+        path = settings.VAR_DIR / "demo-credentials.json"
         if path.exists():
             return json.loads(path.read_text())
         creds = {username: secrets.token_urlsafe(9) for username, _, _ in DEMO_USERS}
