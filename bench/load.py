@@ -26,7 +26,6 @@ import random
 import re
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -344,11 +343,6 @@ async def drive(url: str, keys: list[str], creds: dict, seconds: float, browsers
     return rec, time.monotonic() - started
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=60)
@@ -375,8 +369,10 @@ def main() -> int:
         stack.stop()
     total = len(rec.latencies)
     rps = total / elapsed
-    p50 = statistics.median(rec.latencies) * 1000 if total else 0.0
-    p95 = percentile(rec.latencies, 0.95) * 1000
+    from bench import _common  # after BASE_DIR is on sys.path
+
+    p50 = _common.median(rec.latencies) * 1000 if total else 0.0
+    p95 = _common.p95(rec.latencies) * 1000 if total else 0.0
     worst = max(rec.latencies, default=0) * 1000
     fivexx = sum(n for code, n in rec.status.items() if code >= 500)
     print(

@@ -28,24 +28,23 @@ def _remount() -> None:
     clear_url_caches()
 
 
-@pytest.fixture
-def demo_on(settings):
+def _demo(settings, on: bool):
     was = settings.DEMO
-    settings.DEMO = True
+    settings.DEMO = on
     _remount()
     yield
     settings.DEMO = was
     _remount()
+
+
+@pytest.fixture
+def demo_on(settings):
+    yield from _demo(settings, True)
 
 
 @pytest.fixture
 def demo_off(settings):
-    was = settings.DEMO
-    settings.DEMO = False
-    _remount()
-    yield
-    settings.DEMO = was
-    _remount()
+    yield from _demo(settings, False)
 
 
 def refund(client: Client, key: str, *, secret: str | None, customer: str = "ada@example.com"):
