@@ -12,9 +12,9 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.api import AgentsAPIView
-from agents.idempotency import idempotent
-from agents.serializers import DecisionSerializer, ErrorSerializer
+from agents.runtime.idempotency import idempotent
+from agents.web.api import AgentsAPIView
+from agents.web.serializers import DecisionSerializer, ErrorSerializer
 from approvals import selectors
 from approvals import serializers as s
 from approvals.services import approval_decide

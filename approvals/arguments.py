@@ -20,9 +20,9 @@ SCALAR_TYPES = {"string", "number", "integer", "boolean"}
 
 def _tool(action: str) -> Any:
     """The registered tool named `action`, or None."""
-    from agents.definitions import all_agents
-    from agents.errors import ToolFailed
-    from agents.tools import get_tool
+    from agents.runtime.definitions import all_agents
+    from agents.runtime.errors import ToolFailed
+    from agents.runtime.tools import get_tool
 
     # Tools register when their agent's module is imported; a web process may not have
     # imported any yet, and an unknown tool would validate nothing.

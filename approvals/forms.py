@@ -18,8 +18,8 @@ COMMENT_MAX = 2000
 
 def action_choices() -> list[tuple[str, str]]:
     """Actions a request can be about: the registered tools, side-effecting ones first."""
-    from agents.definitions import all_agents
-    from agents.tools import all_tools
+    from agents.runtime.definitions import all_agents
+    from agents.runtime.tools import all_tools
 
     all_agents()  # tools register when their agents' modules are imported
     tools = sorted(all_tools(), key=lambda t: (not t.side_effects, t.name))

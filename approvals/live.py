@@ -19,9 +19,9 @@ from django.template.loader import render_to_string
 
 from approvals import selectors
 from approvals.models import ApprovalRequest
-from tenants.context import tenant_context
 from tenants.models import Scope
 from tenants.principal import Principal
+from tenants.scope import tenant_scope
 
 
 def approvals_feed(
@@ -31,7 +31,7 @@ def approvals_feed(
     query = QueryDict(page or "")
     request_id = query.get("request") if page is not None else None
     approver = principal.can(Scope.APPROVE)
-    with tenant_context(principal.tenant.pk, user_id=getattr(principal.user, "pk", None)):
+    with tenant_scope(principal.tenant.pk, user_id=getattr(principal.user, "pk", None)):
         # The sender keeps only the newest event per run: a decision's `approval.decided` may
         # reach us as the `run.status` that followed it. Any event of a run that has requests
         # may have changed them; runs without any change nothing here.
@@ -61,7 +61,7 @@ def _has_requests(principal: Principal, run_id: Any) -> bool:
 def _sees_run(principal: Principal, run_id: Any) -> bool:
     if not principal.sees_only_own:
         return True
-    from agents.selectors import runs_for
+    from agents.runtime.selectors import runs_for
 
     try:
         return runs_for(principal).filter(pk=run_id).exists()

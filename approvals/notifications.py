@@ -9,8 +9,8 @@ from django.core.mail import EmailMessage, get_connection
 from django.urls import reverse
 
 from approvals.models import ApprovalRequest, ApproverGroupMember, ApproverRole
-from tenants.context import tenant_context
 from tenants.models import Membership, Role
+from tenants.scope import tenant_scope
 
 
 def recipients(request: ApprovalRequest, *, kind: str) -> list[str]:
@@ -60,7 +60,7 @@ def message_for(request: ApprovalRequest, *, kind: str) -> tuple[str, str]:
 
 def request_notify(*, tenant_id: Any, request_id: Any, kind: str = "requested") -> int:
     """Send one email per eligible approver; nothing if the request is no longer pending."""
-    with tenant_context(tenant_id):
+    with tenant_scope(tenant_id):
         request = (
             ApprovalRequest.objects.for_tenant(tenant_id)
             .select_related("tenant")

@@ -33,7 +33,7 @@ POLICY_FIELDS = (
 )
 
 
-# --- reads --------------------------------------------------------------------------------------
+# --- reads ----------------------------------------------------------------------------------------
 
 
 def policy_for(*, tenant_id: Any, action: str) -> ApprovalPolicy | None:
@@ -136,7 +136,7 @@ def decidable_by(principal: Principal, requests: QuerySet[ApprovalRequest]) -> Q
     return requests
 
 
-# --- writes ------------------------------------------------------------------------------------
+# --- writes ---------------------------------------------------------------------------------------
 
 
 def _policy_snapshot(policy: ApprovalPolicy) -> dict[str, Any]:

@@ -33,7 +33,7 @@ STATUS_FILTERS = [
 ]
 
 
-# --- what the engine and the run pages read ---------------------------------------------------
+# --- what the engine and the run pages read -------------------------------------------------------
 
 
 def requests_for_run(*, tenant_id: Any, run_id: Any) -> list[ApprovalRequest]:
@@ -54,7 +54,7 @@ def request_awaited(*, tenant_id: Any, run_id: Any, waiting_for: str) -> Approva
     )
 
 
-# --- the inbox ---------------------------------------------------------------------------------
+# --- the inbox ------------------------------------------------------------------------------------
 
 
 def requests_visible_to(principal: Principal) -> QuerySet[ApprovalRequest]:

@@ -8,8 +8,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from agents.models import RunStatus
-from agents.serializers import EnumField, RunSerializer
+from agents.runtime.models import RunStatus
+from agents.web.serializers import EnumField, RunSerializer
 from approvals.models import ApprovalRequest, ApprovalStatus, ApproverRole, OnExpiry
 from approvals.selectors import STATUS_FILTERS, Cursor
 

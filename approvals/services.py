@@ -18,8 +18,8 @@ from approvals.arguments import arguments_check
 from approvals.errors import AlreadyDecided, InvalidDecision, RequestChanged
 from approvals.models import ApprovalRequest, ApprovalStatus, ApproverRole, OnExpiry
 from approvals.policies import check_may_decide, needs_decision, policy_for
-from tenants.context import system_context
 from tenants.principal import Principal
+from tenants.scope import system_scope
 from tenants.services import audit_record
 
 logger = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ def request_create(
     deadline. If the policy lets this amount through, the request is approved at once and the
     run resumes on commit without waiting for anyone.
     """
-    from agents.models import Run
+    from agents.runtime.models import Run
 
     now = now or timezone.now()
     if amount is not None:
@@ -221,8 +221,8 @@ def _resume(
     expired: bool = False,
 ) -> bool:
     """Hand the decision to the waiting run and queue it once this transaction commits."""
-    from agents.models import Run, RunStatus
-    from agents.tasks import enqueue_run
+    from agents.runtime.models import Run, RunStatus
+    from agents.runtime.tasks import enqueue_run
 
     decision = {
         "approved": approved,
@@ -246,7 +246,7 @@ def _resume(
     )
     _publish(request, "approval.decided")
     if resumed:
-        from agents.progress import publish
+        from agents.runtime.progress import publish
 
         publish(
             tenant_id=request.tenant_id,
@@ -283,7 +283,7 @@ def requests_cancel_for_run(*, tenant_id: Any, run_id: Any) -> int:
     return cancelled
 
 
-# --- deadlines -----------------------------------------------------------------------------------
+# --- deadlines ------------------------------------------------------------------------------------
 
 
 def requests_sweep_due(*, now: dt.datetime | None = None) -> dict[str, int]:
@@ -294,7 +294,7 @@ def requests_sweep_due(*, now: dt.datetime | None = None) -> dict[str, int]:
     """
     now = now or timezone.now()
     counts = {"expired": 0, "escalated": 0}
-    with system_context("approval_deadlines") as ctx:
+    with system_scope("approval_deadlines") as ctx:
         due = list(
             ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING, due_at__lte=now)
             .filter(
@@ -371,7 +371,7 @@ def _escalate(request: ApprovalRequest, *, now: dt.datetime) -> int:
 
 def _publish(request: ApprovalRequest, kind: str) -> None:
     """A progress event after commit (the inbox's live updates subscribe to these)."""
-    from agents.progress import publish
+    from agents.runtime.progress import publish
 
     publish(
         tenant_id=request.tenant_id,

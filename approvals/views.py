@@ -52,7 +52,7 @@ def _vary(response: HttpResponse) -> HttpResponse:
     return response
 
 
-# --- the inbox -------------------------------------------------------------------------------
+# --- the inbox ------------------------------------------------------------------------------------
 
 
 @require_GET
@@ -137,7 +137,7 @@ def badge(request: HttpRequest) -> HttpResponse:
     return _vary(render(request, "approvals/_badge.html", {"approvals_badge": count}))
 
 
-# --- one request -----------------------------------------------------------------------------
+# --- one request ----------------------------------------------------------------------------------
 
 
 @dataclass
@@ -224,7 +224,7 @@ def _memories_used(approval: ApprovalRequest) -> list[dict[str, Any]] | None:
     """The memory items the asking step packed for its model (labels only: a fact's text is
     never copied into the record, so a deleted fact cannot linger here); None when the step
     packed no context."""
-    from agents.selectors import packed_contexts
+    from agents.runtime.selectors import packed_contexts
 
     packs = list(packed_contexts(approval.run).filter(seq=approval.checkpoint_seq))
     if not packs:
@@ -236,7 +236,7 @@ def detail_context(
     principal: Principal, approval: ApprovalRequest, *, draft: Draft | None = None
 ) -> dict[str, Any]:
     """Everything the request page shows, read in one go."""
-    from agents.selectors import transcript
+    from agents.runtime.selectors import transcript
 
     draft = draft or Draft()
     run = approval.run

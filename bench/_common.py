@@ -28,7 +28,7 @@ if str(BASE_DIR) not in sys.path:
     sys.path.insert(0, str(BASE_DIR))
 
 LOG_DIR = BASE_DIR / "var" / "bench-logs"
-AGENT_MODULES = "agents.demo,bench._noop_agent"
+AGENT_MODULES = "agents.demo.refund_desk,bench._noop_agent"
 
 
 # --------------------------------------------------------------------------- Django
@@ -400,37 +400,37 @@ def principal_for(tenant):
 @contextlib.contextmanager
 def no_enqueue() -> Iterator[None]:
     """run_start enqueues on commit; the benches enqueue (or drive) runs themselves."""
-    import agents.tasks
+    import agents.runtime.tasks
 
-    original = agents.tasks.enqueue_run
-    agents.tasks.enqueue_run = lambda **_: None
+    original = agents.runtime.tasks.enqueue_run
+    agents.runtime.tasks.enqueue_run = lambda **_: None
     try:
         yield
     finally:
-        agents.tasks.enqueue_run = original
+        agents.runtime.tasks.enqueue_run = original
 
 
 def create_runs(tenant, agent: str, count: int) -> list[str]:
     """`count` queued runs of `agent`, created by the service in one transaction."""
-    from agents.services import run_start
-    from tenants.context import tenant_context
+    from agents.runtime.services import run_start
+    from tenants.scope import tenant_scope
 
     principal = principal_for(tenant)
-    with no_enqueue(), tenant_context(tenant.pk):
+    with no_enqueue(), tenant_scope(tenant.pk):
         return [str(run_start(principal=principal, agent=agent, input={}).pk) for _ in range(count)]
 
 
 def cleanup_tenant(tenant) -> str:
     """Delete the bench tenant's runs and every per-step row; keep the tenant.
 
-    Per-step rows have no foreign-key constraint to their run (see agents.models), so
+    Per-step rows have no foreign-key constraint to their run (see agents.runtime.models), so
     they are deleted explicitly, children first."""
     from django.db import connection
 
-    from tenants.context import tenant_context
+    from tenants.scope import tenant_scope
 
     try:
-        with tenant_context(tenant.pk), connection.cursor() as cursor:
+        with tenant_scope(tenant.pk), connection.cursor() as cursor:
             for table in (
                 "agents_runevent",
                 "agents_checkpoint",
@@ -447,9 +447,9 @@ def cleanup_tenant(tenant) -> str:
 def run_statuses(tenant_id: Any, run_ids: list[str]) -> dict[str, int]:
     from django.db import connection
 
-    from tenants.context import tenant_context
+    from tenants.scope import tenant_scope
 
-    with tenant_context(tenant_id), connection.cursor() as cursor:
+    with tenant_scope(tenant_id), connection.cursor() as cursor:
         cursor.execute(
             "SELECT status, count(*) FROM agents_run WHERE id = ANY(%s::uuid[]) GROUP BY status",
             [run_ids],
@@ -554,9 +554,9 @@ def workers(count: int, *, queue: str, label: str, **kwargs: Any) -> Iterator[li
 
 
 def enqueue(tenant_id: Any, run_id: str, queue: str) -> None:
-    """What agents.tasks.enqueue_run sends, on the bench's own queue (so a dev worker that
+    """What agents.runtime.tasks.enqueue_run sends, on the bench's own queue (so a dev worker that
     happens to share the broker never takes bench runs)."""
-    from agents.tasks import run_step
+    from agents.runtime.tasks import run_step
 
     run_step.apply_async(kwargs={"tenant_id": str(tenant_id), "run_id": run_id}, queue=queue)
 

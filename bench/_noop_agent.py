@@ -6,7 +6,7 @@ they start, so both sides know the same agents.
 
 from __future__ import annotations
 
-from agents.definitions import Agent, finish, goto, register
+from agents.runtime.definitions import Agent, finish, goto, register
 
 STEP_COUNTS = (10, 20)
 

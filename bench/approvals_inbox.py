@@ -42,14 +42,14 @@ if str(BASE_DIR) not in sys.path:
 
 LOG_DIR = BASE_DIR / "var" / "bench-logs"
 AGENT = "bench_approval"
-AGENT_MODULES = "agents.demo,bench.approvals_inbox"
+AGENT_MODULES = "agents.demo.refund_desk,bench.approvals_inbox"
 INBOX_TARGET_MS = 50.0
 RESUME_TARGET_MS = 1000.0
 
 
 def register_agent() -> None:
     """Two steps: pause for a decision, then finish with it. Registered in the worker too."""
-    from agents.definitions import Agent, finish, register, wait_for_approval
+    from agents.runtime.definitions import Agent, finish, register, wait_for_approval
 
     agent = Agent(AGENT, version=1, first="ask")
 
@@ -70,7 +70,7 @@ if __name__ != "__main__":  # imported by the worker through AGENTSTATE_AGENT_MO
     register_agent()
 
 
-# --- setup ------------------------------------------------------------------------------------
+# --- setup ----------------------------------------------------------------------------------------
 
 
 def setup_django() -> None:
@@ -101,9 +101,9 @@ def make_data(prefix: str, tenants: int, per_tenant: int) -> list:
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from agents.models import Run
+    from agents.runtime.models import Run
     from approvals.models import ApprovalRequest
-    from tenants.context import tenant_context
+    from tenants.scope import tenant_scope
     from tenants.services import membership_add, tenant_create
 
     rng = random.Random(7)
@@ -115,7 +115,7 @@ def make_data(prefix: str, tenants: int, per_tenant: int) -> list:
         user.set_unusable_password()
         user.save()
         membership_add(tenant=tenant, user=user, role="manager", actor_label="bench")
-        with tenant_context(tenant.pk):
+        with tenant_scope(tenant.pk):
             runs = Run.objects.bulk_create(
                 Run(
                     tenant=tenant,
@@ -168,7 +168,7 @@ def make_data(prefix: str, tenants: int, per_tenant: int) -> list:
     return made
 
 
-# --- 1. the inbox ------------------------------------------------------------------------------
+# --- 1. the inbox ---------------------------------------------------------------------------------
 
 
 def time_get(client, url: str, renders: int, **headers) -> tuple[list[float], int]:
@@ -188,8 +188,8 @@ def inbox_plans(tenant) -> dict[str, str]:
     from django.db import connection, transaction
 
     from approvals.selectors import inbox_page
-    from tenants.context import activate
     from tenants.principal import Principal
+    from tenants.scope import activate
 
     principal = Principal(tenant=tenant, scopes=frozenset({"read", "approve"}), role="manager")
     plans = {}
@@ -269,7 +269,7 @@ def bench_inbox(made: list, renders: int) -> dict:
     }
 
 
-# --- 2. decision to resume ---------------------------------------------------------------------
+# --- 2. decision to resume ------------------------------------------------------------------------
 
 
 class Worker:
@@ -308,32 +308,32 @@ class Worker:
 
 
 def bench_resume(tenant, user, decisions: int) -> dict:
-    import agents.tasks
-    from agents.models import Checkpoint, Run
-    from agents.services import run_start
+    import agents.runtime.tasks
+    from agents.runtime.models import Checkpoint, Run
+    from agents.runtime.services import run_start
     from approvals.models import ApprovalRequest
     from approvals.services import approval_decide
-    from tenants.context import tenant_context
     from tenants.principal import Principal
+    from tenants.scope import tenant_scope
 
     queue = f"bench-inbox-{uuid.uuid4().hex[:8]}"
 
     def enqueue(*, tenant_id, run_id, countdown=None, eta=None) -> None:
-        agents.tasks.run_step.apply_async(
+        agents.runtime.tasks.run_step.apply_async(
             kwargs={"tenant_id": str(tenant_id), "run_id": str(run_id)},
             queue=queue, countdown=countdown, eta=eta,
         )  # fmt: skip
 
-    agents.tasks.enqueue_run = enqueue  # the engine and approval_decide look it up per call
+    agents.runtime.tasks.enqueue_run = enqueue  # the engine and approval_decide look it up per call
     principal = Principal.for_member(tenant=tenant, user=user, role="manager")
     worker = Worker(queue)
     try:
-        with tenant_context(tenant.pk):
+        with tenant_scope(tenant.pk):
             runs = [run_start(principal=principal, agent=AGENT, input={}) for _ in range(decisions)]
         ids = [r.pk for r in runs]
         deadline = time.monotonic() + 120
         while True:
-            with tenant_context(tenant.pk):
+            with tenant_scope(tenant.pk):
                 waiting = (
                     Run.objects.for_tenant(tenant)
                     .filter(pk__in=ids, status="waiting_approval")
@@ -346,13 +346,13 @@ def bench_resume(tenant, user, decisions: int) -> dict:
             time.sleep(0.05)
         claimed, finished = [], []
         for run in runs:
-            with tenant_context(tenant.pk):
+            with tenant_scope(tenant.pk):
                 request = ApprovalRequest.objects.for_tenant(tenant).get(run=run)
                 request = approval_decide(principal=principal, request=request, approve=True)
             # committed: the run is on the queue now
             deadline = time.monotonic() + 30
             while True:
-                with tenant_context(tenant.pk):
+                with tenant_scope(tenant.pk):
                     row = (
                         Run.objects.for_tenant(tenant)
                         .filter(pk=run.pk)
@@ -363,7 +363,7 @@ def bench_resume(tenant, user, decisions: int) -> dict:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"run {run.pk} did not resume; see {worker.log_path}")
                 time.sleep(0.002)
-            with tenant_context(tenant.pk):
+            with tenant_scope(tenant.pk):
                 attempt = Checkpoint.objects.for_tenant(tenant).get(run=run, step="done")
             claimed.append((attempt.started_at - request.decided_at).total_seconds() * 1000)
             finished.append((row["finished_at"] - request.decided_at).total_seconds() * 1000)
@@ -379,16 +379,16 @@ def bench_resume(tenant, user, decisions: int) -> dict:
     }
 
 
-# --- cleanup and main --------------------------------------------------------------------------
+# --- cleanup and main -----------------------------------------------------------------------------
 
 
 def cleanup(prefix: str) -> str:
     from django.contrib.auth import get_user_model
 
-    from tenants.context import system_context
     from tenants.models import Tenant
+    from tenants.scope import system_scope
 
-    with system_context("bench_cleanup"):
+    with system_scope("bench_cleanup"):
         deleted, _ = Tenant.objects.filter(slug__startswith=prefix).delete()
     get_user_model().objects.filter(username__startswith=prefix).delete()
     return f"deleted the bench tenants {prefix}-* and their {deleted} rows"

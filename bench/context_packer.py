@@ -50,8 +50,8 @@ def sentence(rng: random.Random, n: int) -> str:
 
 
 def candidates_1000(rng: random.Random):
-    from agents.context import packer
-    from agents.context.packer import Item
+    from agents.conversations.packing import packer
+    from agents.conversations.packing.packer import Item
 
     items = [
         Item(section=packer.SYSTEM, label="System prompt", tokens=400, order=-3, must=True,
@@ -89,7 +89,7 @@ def candidates_1000(rng: random.Random):
 
 
 def bench_pack(rounds: int) -> dict:
-    from agents.context import packer
+    from agents.conversations.packing import packer
 
     rng = random.Random(7)
     template = candidates_1000(rng)
@@ -114,12 +114,12 @@ def bench_pack(rounds: int) -> dict:
 
 
 def make_session(tenant, turns: int, summary_turns_kept: int | None):
-    from agents.models import AgentSession
-    from agents.services import messages_append
-    from tenants.context import tenant_context
+    from agents.runtime.models import AgentSession
+    from agents.runtime.services import messages_append
+    from tenants.scope import tenant_scope
 
     rng = random.Random(turns)
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         session = AgentSession.objects.create(tenant=tenant, agent="refund_desk")
         messages = []
         for i in range(turns):
@@ -146,8 +146,8 @@ def timed(fn, rounds: int, before=None) -> list[float]:
 
 
 def bench_build(tenant, rounds: int) -> dict:
-    from agents.context import cache
-    from agents.context.build import Memory, build_context
+    from agents.conversations import cache
+    from agents.conversations.packing.build import Memory, build_context
 
     session = make_session(tenant, 200, summary_turns_kept=10)
     rng = random.Random(3)
@@ -179,9 +179,10 @@ def bench_build(tenant, rounds: int) -> dict:
 
 
 def bench_cache(tenant, rounds: int) -> dict:
-    from agents.context import cache, tokens
-    from agents.context.build import load_thread
-    from agents.context.tokens import tokenizer_for
+    from agents.conversations import cache
+    from agents.conversations.packing import tokens
+    from agents.conversations.packing.build import load_thread
+    from agents.conversations.packing.tokens import tokenizer_for
 
     session = make_session(tenant, 200, summary_turns_kept=None)
     tokenizer = tokenizer_for("gpt-4")
@@ -208,9 +209,9 @@ def bench_cache(tenant, rounds: int) -> dict:
 def cleanup(tenant) -> None:
     from django.db import connection
 
-    from tenants.context import tenant_context
+    from tenants.scope import tenant_scope
 
-    with tenant_context(tenant.pk), connection.cursor() as cursor:
+    with tenant_scope(tenant.pk), connection.cursor() as cursor:
         for table in ("agents_message", "agents_agentsession"):
             cursor.execute(f"DELETE FROM {table} WHERE tenant_id = %s", [str(tenant.pk)])
 

@@ -11,7 +11,7 @@ Variants (each run = one workflow of 20 no-op steps, durable after every step):
   lg        LangGraph StateGraph of 20 no-op nodes + PostgresSaver, default durability
   lg_sync   the same with durability="sync"
   dbos      DBOS: one @DBOS.workflow calling 20 @DBOS.step
-  ours      agents.engine.runner.drive() in this process (runs made by run_start)
+  ours      agents.runtime.engine.runner.drive() in this process (runs made by run_start)
   celery    ours through 1 real Celery worker (--pool=solo): enqueue -> run row 'succeeded'
 
 Variants alternate in rounds (each round runs every variant, in a rotated order) because
@@ -51,7 +51,7 @@ PEERS = ("lg", "lg_sync", "dbos")
 
 
 class Ours:
-    """drive() in this process. Runs are made ahead of time by agents.services.run_start
+    """drive() in this process. Runs are made ahead of time by agents.runtime.services.run_start
     (enqueue patched out), so a sample times claim + 20 steps + 20 persists."""
 
     def __init__(self, tenant) -> None:
@@ -71,7 +71,7 @@ class Ours:
         return [connection.connection.pgconn]
 
     def run_once(self) -> None:
-        from agents.engine.runner import drive
+        from agents.runtime.engine.runner import drive
 
         run_id = self.pending.pop()
         result = drive(

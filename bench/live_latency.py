@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agents.definitions import Agent, finish, goto, register  # noqa: E402
+from agents.runtime.definitions import Agent, finish, goto, register  # noqa: E402
 
 AGENT = "bench_live_paced"
 QUEUE = f"bench-live-{os.getpid()}"
@@ -61,7 +61,7 @@ def _paced(steps: int) -> Agent:
 _paced(STEPS)
 
 
-# --- helpers ---------------------------------------------------------------------------------
+# --- helpers --------------------------------------------------------------------------------------
 
 
 def setup() -> None:
@@ -155,7 +155,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def new_run(tenant, user) -> str:
-    from agents.services import run_start
+    from agents.runtime.services import run_start
     from bench import _common as common
     from tenants.principal import Principal
 
@@ -165,12 +165,12 @@ def new_run(tenant, user) -> str:
 
 
 def _tenant(tenant):
-    from tenants.context import tenant_context
+    from tenants.scope import tenant_scope
 
-    return tenant_context(tenant.pk)
+    return tenant_scope(tenant.pk)
 
 
-# --- 1. commit-to-browser latency ------------------------------------------------------------
+# --- 1. commit-to-browser latency -----------------------------------------------------------------
 
 OBSERVER = """
 window.__seen = {};
@@ -195,7 +195,7 @@ def wait_for(page, expression: str, timeout: float) -> None:
 def latency(tenant, user, url: str, steps: int, pace: float) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
-    from agents.models import RunEventLog
+    from agents.runtime.models import RunEventLog
     from bench import _common as common
 
     chromium = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
@@ -255,7 +255,7 @@ def latency(tenant, user, url: str, steps: int, pace: float) -> dict[str, Any]:
     }
 
 
-# --- 2. idle clients -------------------------------------------------------------------------
+# --- 2. idle clients ------------------------------------------------------------------------------
 
 
 async def _hold(url: str, cookies: list[str], run_id: str, after: int) -> dict[str, Any]:
@@ -301,7 +301,7 @@ def idle_clients(tenant, count: int, web_pid: int, url: str) -> dict[str, Any]:
     from django.db import transaction
 
     from agents.live.broadcast import flush
-    from agents.progress import publish
+    from agents.runtime.progress import publish
 
     user = make_user(tenant)
     run_id = new_run(tenant, user)
@@ -343,7 +343,7 @@ def idle_clients(tenant, count: int, web_pid: int, url: str) -> dict[str, Any]:
     return asyncio.run(scenario())
 
 
-# --- main ------------------------------------------------------------------------------------
+# --- main -----------------------------------------------------------------------------------------
 
 
 def main() -> int:

@@ -203,14 +203,14 @@ def make_api_keys(count: int) -> list[str]:
     from django.contrib.auth import get_user_model
 
     from tenants import services
-    from tenants.context import system_context, tenant_context
     from tenants.models import Role, Tenant
     from tenants.principal import Principal
+    from tenants.scope import system_scope, tenant_scope
 
-    with system_context("bench_load"):
+    with system_scope("bench_load"):
         tenant = Tenant.objects.get(slug="acme")
     admin = get_user_model().objects.get(username="admin")
-    with tenant_context(tenant.pk, user_id=admin.pk):
+    with tenant_scope(tenant.pk, user_id=admin.pk):
         actor = Principal.for_member(tenant=tenant, user=admin, role=Role.ADMIN)
         return [
             services.api_key_create(

@@ -175,7 +175,7 @@ QUESTIONS = [
 ]
 
 
-# --- loading ----------------------------------------------------------------------------------
+# --- loading --------------------------------------------------------------------------------------
 
 
 def load(args, model: str) -> dict:
@@ -312,7 +312,7 @@ def cleanup(data: dict) -> str:
     return "deleted the bench tenants, users and facts"
 
 
-# --- measurements -----------------------------------------------------------------------------
+# --- measurements ---------------------------------------------------------------------------------
 
 
 def compare(data: dict, queries: int, *, tenant_wide: bool, model: str) -> dict:
@@ -320,7 +320,7 @@ def compare(data: dict, queries: int, *, tenant_wide: bool, model: str) -> dict:
     from django.db import connection
 
     from memory import retrieval
-    from tenants.context import tenant_context
+    from tenants.scope import tenant_scope
 
     rng = random.Random(11)
     np_rng = np.random.default_rng(11)
@@ -340,7 +340,7 @@ def compare(data: dict, queries: int, *, tenant_wide: bool, model: str) -> dict:
             limit=10,
         )
         sql = retrieval._STATEMENTS[(subject is not None, True, True)]
-        with tenant_context(tenant_id):
+        with tenant_scope(tenant_id):
             raw_cursor = connection.connection.cursor()
             for first in (0, 1) if i % 2 else (1, 0):
                 t0 = time.perf_counter()
@@ -375,7 +375,7 @@ def plan(data: dict, model: str) -> str:
     from django.db import connection
 
     from memory import retrieval
-    from tenants.context import tenant_context
+    from tenants.scope import tenant_scope
 
     tenant_id, user_id = data["live_users"][0]
     p = retrieval.params(
@@ -386,7 +386,7 @@ def plan(data: dict, model: str) -> str:
         model=model,
         limit=10,
     )
-    with tenant_context(tenant_id), connection.cursor() as cursor:
+    with tenant_scope(tenant_id), connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + retrieval._STATEMENTS[(True, True, True)], p)
         lines = [r[0] for r in cursor.fetchall()]
     return next((line.strip() for line in lines if "Index" in line), lines[-1].strip())
@@ -396,14 +396,14 @@ def inserts(data: dict, count: int) -> dict:
     from django.db import connection
 
     from memory import services
-    from tenants.context import tenant_context
+    from tenants.scope import tenant_scope
 
     rng = random.Random(5)
     ours, raw = [], []
     for i in range(count):
         tenant_id, user_id = rng.choice(data["live_users"])
         text = f"Bench insert {i} {sentence(rng)}"
-        with tenant_context(tenant_id):
+        with tenant_scope(tenant_id):
             t0 = time.perf_counter()
             services.fact_remember(
                 tenant_id=tenant_id, subject_id=user_id, category="note", text=text + " ours"
@@ -431,7 +431,7 @@ def purge_under_load(data: dict, model: str) -> dict:
     from django.db import connection
 
     from memory import retention, retrieval
-    from tenants.context import tenant_context
+    from tenants.scope import tenant_scope
 
     result: dict = {}
 
@@ -448,7 +448,7 @@ def purge_under_load(data: dict, model: str) -> dict:
     while thread.is_alive():
         tenant_id, user_id = rng.choice(data["live_users"])
         vector = np.random.default_rng().standard_normal(DIMS).astype(np.float32).tolist()
-        with tenant_context(tenant_id):
+        with tenant_scope(tenant_id):
             t0 = time.perf_counter()
             retrieval.search(
                 tenant_id=tenant_id,
@@ -526,13 +526,13 @@ def quality() -> dict:
                     provider.name,
                 ],
             )
-    from tenants.context import tenant_context
+    from tenants.scope import tenant_scope
 
     hits = {"hybrid": 0, "vector": 0, "text": 0}
     try:
         for question, answer in QUESTIONS:
             qv = provider.embed([question])[0]
-            with tenant_context(tenant_id):
+            with tenant_scope(tenant_id):
                 modes = {
                     "hybrid": dict(query=question, vector=qv, model=provider.name),
                     "vector": dict(query="", vector=qv, model=provider.name),
@@ -559,7 +559,7 @@ def quality() -> dict:
     }
 
 
-# --- main -------------------------------------------------------------------------------------
+# --- main -----------------------------------------------------------------------------------------
 
 
 def main() -> int:

@@ -8,7 +8,7 @@ database and clones one database per variant, then times 20 persists per run wit
 engine's former persist statement (CTE_SQL below; agents_persist_step now runs it),
 alternating variants in rounds. Variants:
 
-  drive          agents.engine.runner.drive() on the dev database (the whole engine)
+  drive          agents.runtime.engine.runner.drive() on the dev database (the whole engine)
   sql_django     the same claim + 20 persists through Django's cursor, no engine code
   as_is          the persist as Django sends it today: set_config + persist as one text with
                  values inlined (client-side binding), parsed and planned every step; app
@@ -46,7 +46,7 @@ from bench import _common as common  # noqa: E402
 STEPS = 20
 
 # The persist statement as the engine sent it before it became the PL/pgSQL function
-# agents_persist_step (agents/engine/sql/): the variants below take this text apart. The
+# agents_persist_step (agents/runtime/engine/sql/): the variants below take this text apart. The
 # engine's own path is measured by `drive` and `sql_django`.
 CTE_SQL = """
 WITH r AS (
@@ -246,7 +246,7 @@ def persist_function_ddl(sql: str) -> tuple[list[str], str] | None:
 def step_params(run_id: str, version: int, k: int) -> dict:
     from django.utils import timezone
 
-    from agents.engine import store
+    from agents.runtime.engine import store
 
     last = k == STEPS - 1
     return {
@@ -328,7 +328,7 @@ class SqlVariant:
         return run_id
 
     def run_once(self) -> None:
-        from agents.engine import store
+        from agents.runtime.engine import store
 
         run_id = self._new_run()
         version = 1
@@ -400,8 +400,8 @@ class DriveVariant:
 
     def run_once(self) -> None:
 
-        from agents.engine import store
-        from agents.engine.runner import drive
+        from agents.runtime.engine import store
+        from agents.runtime.engine.runner import drive
 
         run_id = self.pending.pop()
         tenant_id = str(self.tenant.pk)

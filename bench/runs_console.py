@@ -19,7 +19,7 @@ stuck-detection query at that size.
    (status=failed), the stuck filter (stuck=any), a third page by cursor, and the end user
    filter. Target: p50 and p95 of the first page, the filtered page and the counts <= 50 ms.
 3. **Stuck detection**: the per-tenant counts the page shows, and the beat job's
-   cross-tenant `agents.sweeps.detect_stuck()` over all runs, with the plan of its
+   cross-tenant `agents.runtime.sweeps.detect_stuck()` over all runs, with the plan of its
    biggest query.
 
 Ends with one JSON line. The bench tenants, users and rows are deleted unless --keep.
@@ -143,7 +143,7 @@ def load(db: str, prefix: str, tenants: int, runs: int) -> dict[str, float]:
 
 def cleanup(db: str, prefix: str) -> None:
     with super_connect(db) as conn:
-        conn.execute("SELECT set_config('app.system_context', 'bench_cleanup', false)")
+        conn.execute("SELECT set_config('app.system_scope', 'bench_cleanup', false)")
         ids = "SELECT id FROM tenants_tenant WHERE slug LIKE %(p)s || '%%'"
         for table in (
             "approvals_approvalrequest",
@@ -176,10 +176,10 @@ def main() -> int:
     from django.utils import timezone
 
     from agents.console import stuck
-    from agents.models import Run
-    from agents.sweeps import detect_stuck
-    from tenants.context import system_context, tenant_context
+    from agents.runtime.models import Run
+    from agents.runtime.sweeps import detect_stuck
     from tenants.models import Membership, Role, Tenant
+    from tenants.scope import system_scope, tenant_scope
 
     settings.ALLOWED_HOSTS = ["testserver"]
     db = settings.DATABASES["default"]["NAME"]
@@ -188,7 +188,7 @@ def main() -> int:
     took = load(db, prefix, args.tenants, args.runs)
     print("load: " + ", ".join(f"{k} {v:.1f} s" for k, v in took.items()), flush=True)
     try:
-        with system_context("bench_setup"):
+        with system_scope("bench_setup"):
             tenant = Tenant.objects.filter(slug=f"{prefix}0001").get()
             user = get_user_model().objects.get(username=f"{prefix}0001-user")
             Membership.objects.create(tenant=tenant, user=user, role=Role.ADMIN)
@@ -229,7 +229,7 @@ def main() -> int:
         tenant_counts = []
         for _ in range(args.rounds):
             t0 = time.perf_counter()
-            with tenant_context(tenant.pk):
+            with tenant_scope(tenant.pk):
                 counts = stuck.tenant_counts(Run.objects.for_tenant(tenant), now)
             tenant_counts.append((time.perf_counter() - t0) * 1000)
         beat = []
@@ -237,7 +237,7 @@ def main() -> int:
             t0 = time.perf_counter()
             global_counts = detect_stuck(listed=100)
             beat.append((time.perf_counter() - t0) * 1000)
-        with system_context("bench_explain"), connection.cursor() as cursor:
+        with system_scope("bench_explain"), connection.cursor() as cursor:
             sql, params = (
                 Run.objects.filter(stuck.stuck_q(now)).values("id").query.sql_with_params()
             )

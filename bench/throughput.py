@@ -3,7 +3,7 @@
     .venv/bin/python bench/throughput.py [--runs 1000] [--workers 1,2,4] [--rounds 3]
                                          [--pool solo|prefork] [--celery-app config]
 
-For each worker count N the bench makes the runs (agents.services.run_start, enqueue held
+For each worker count N the bench makes the runs (agents.runtime.services.run_start, enqueue held
 back), starts the workers and waits until they are ready, then enqueues every run on a
 queue of its own and times from the first enqueue to the last run's `finished_at`
 (PostgreSQL's clock, same host). Settings are the defaults a deployment has (time slice
@@ -45,7 +45,7 @@ def wal_fsyncs(monitor: common.Monitor) -> int:
 
 
 def one_config(tenant, *, workers: int, runs: int, pool: str, app: str) -> dict:
-    from agents.tasks import run_step
+    from agents.runtime.tasks import run_step
     from bench._noop_agent import agent_name
     from config.celery import app as celery_app
 

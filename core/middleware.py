@@ -79,7 +79,7 @@ def wants_json(request: HttpRequest) -> bool:
     )
 
 
-# --- helpers ---------------------------------------------------------------------------------
+# --- helpers --------------------------------------------------------------------------------------
 
 
 def _check_form(request: HttpRequest, content_type: str) -> None:

@@ -15,9 +15,9 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.api import AgentsAPIView
-from agents.idempotency import idempotent
-from agents.serializers import ErrorSerializer
+from agents.runtime.idempotency import idempotent
+from agents.web.api import AgentsAPIView
+from agents.web.serializers import ErrorSerializer
 from memory import links, selectors, services
 from memory import serializers as s
 from memory.models import SourceKind

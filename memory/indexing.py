@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from memory.embeddings import get_provider, to_sql
 from memory.models import MemoryFact
-from tenants.context import system_context, tenant_context
+from tenants.scope import system_scope, tenant_scope
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def embed_facts(*, tenant_id: Any, fact_ids: list[Any]) -> int:
     """Embed these facts of one tenant (those still unembedded or from another model)."""
     if get_provider() is None:
         return 0
-    with tenant_context(tenant_id):
+    with tenant_scope(tenant_id):
         facts = list(
             MemoryFact.objects.for_tenant(tenant_id)
             .filter(_stale(), pk__in=fact_ids)
@@ -57,7 +57,7 @@ def backfill(*, batch: int | None = None, max_batches: int = 100) -> int:
     batch = batch or settings.MEMORY_EMBED_BATCH
     total = 0
     for _ in range(max_batches):
-        with system_context("memory_embedding_backfill") as ctx:
+        with system_scope("memory_embedding_backfill") as ctx:
             facts = list(
                 MemoryFact.objects.filter(_stale())
                 .order_by("created_at")

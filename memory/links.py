@@ -22,10 +22,10 @@ from django.urls import reverse
 
 from memory.errors import PrivacyLinkInvalid
 from memory.models import PrivacyLinkUse
-from tenants.context import system_context, tenant_context
 from tenants.errors import NotFound
 from tenants.models import Membership, Role, Tenant
 from tenants.principal import Principal
+from tenants.scope import system_scope, tenant_scope
 from tenants.services import audit_record
 
 SALT = "memory.privacy-link"
@@ -53,7 +53,7 @@ def link_make(*, tenant_id: Any, subject_id: int) -> tuple[str, int]:
 def link_check(token: str) -> LinkHolder:
     """Whose page a valid, unused link opens; the link stays unused. Else PrivacyLinkInvalid."""
     data = _load(token)
-    with tenant_context(data["t"]):
+    with tenant_scope(data["t"]):
         membership = _end_user(data["t"], data["s"])
         if membership is None or not membership.user.is_active:
             raise PrivacyLinkInvalid("This privacy link is no longer valid.")
@@ -66,7 +66,7 @@ def link_check(token: str) -> LinkHolder:
 def link_redeem(token: str) -> LinkHolder:
     """Use the link up, audited as its person; the caller then logs them in."""
     holder = link_check(token)
-    with tenant_context(holder.tenant.pk, user_id=holder.user.pk):
+    with tenant_scope(holder.tenant.pk, user_id=holder.user.pk):
         try:
             with transaction.atomic():
                 PrivacyLinkUse.objects.create(
@@ -108,6 +108,6 @@ def _end_user(tenant_id: Any, subject_id: Any) -> Membership | None:
     )
     if membership is None:
         return None
-    with system_context("privacy_link_check"):
+    with system_scope("privacy_link_check"):
         sole = Membership.objects.filter(user_id=subject_id).count() == 1
     return membership if sole else None

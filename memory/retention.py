@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from tenants.context import system_context
+from tenants.scope import system_scope
 
 # Whole lineages whose live version expired: history goes with the fact it explains.
 PURGE_EXPIRED_SQL = """
@@ -65,7 +65,7 @@ def _batched(name: str, sql: str, *, now: dt.datetime, batch: int, max_batches: 
     """Run a DELETE … RETURNING tenant_id batch by batch, each in its own transaction."""
     per_tenant: Counter = Counter()
     for _ in range(max_batches):
-        with system_context(name) as ctx, connection.cursor() as cursor:
+        with system_scope(name) as ctx, connection.cursor() as cursor:
             cursor.execute(sql, {"now": now, "batch": batch})
             rows = Counter(str(r[0]) for r in cursor.fetchall())
             if rows:
@@ -95,12 +95,12 @@ def purge_old_sessions(
     *, now: dt.datetime | None = None, batch: int = 200, max_batches: int = 100
 ) -> int:
     """Delete conversations (and their transcripts and runs) past the tenant's retention."""
-    from agents.models import AgentSession
+    from agents.runtime.models import AgentSession
 
     now = now or timezone.now()
     total = 0
     for _ in range(max_batches):
-        with system_context("conversation_retention") as ctx, connection.cursor() as cursor:
+        with system_scope("conversation_retention") as ctx, connection.cursor() as cursor:
             cursor.execute(OLD_SESSIONS_SQL, {"now": now, "batch": batch})
             rows = cursor.fetchall()
             if rows:
@@ -130,7 +130,7 @@ def purge_old_checkpoints(
 
 def sweep_all(*, now: dt.datetime | None = None) -> dict[str, Any]:
     """Every retention sweep once; what beat runs."""
-    from agents.sweeps import expire_idempotency
+    from agents.runtime.sweeps import expire_idempotency
 
     return {
         "facts": purge_expired_facts(now=now),

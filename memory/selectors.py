@@ -108,7 +108,7 @@ def query_vector(query: str) -> tuple[list[float] | None, str]:
         return None, ""
 
 
-# --- the privacy page and the API ------------------------------------------------------------
+# --- the privacy page and the API -----------------------------------------------------------------
 
 
 def subject_for(principal: Principal, subject_id: Any = None) -> Any:
@@ -202,7 +202,7 @@ def grouped_facts(*, tenant_id: Any, subject_id: Any) -> list[dict[str, Any]]:
 
 def export(*, tenant_id: Any, subject: Any) -> dict[str, Any]:
     """Everything remembered about the subject, with history, and their conversations."""
-    from agents.models import AgentSession, Message
+    from agents.runtime.models import AgentSession, Message
 
     facts = (
         MemoryFact.objects.for_tenant(tenant_id)

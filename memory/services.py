@@ -270,7 +270,7 @@ def _delete_lineages(tenant_id: Any, subject_id: Any, lineages: list[uuid.UUID])
 
 def redact_summaries(*, tenant_id: Any, subject_id: Any, texts: list[str]) -> int:
     """Cut the deleted facts' text out of the subject's conversation summaries."""
-    from agents.models import AgentSession
+    from agents.runtime.models import AgentSession
 
     patterns = [re.compile(re.escape(t), re.I) for t in {t for t in texts if t.strip()}]
     if not patterns:
@@ -299,7 +299,7 @@ def schedule_embedding(tenant_id: Any, fact_ids: list[Any]) -> None:
     transaction.on_commit(lambda: tasks.embed_facts.delay(tenant_id=str(tenant_id), fact_ids=ids))
 
 
-# --- tenant settings -------------------------------------------------------------------------
+# --- tenant settings ------------------------------------------------------------------------------
 
 
 @transaction.atomic

@@ -16,11 +16,11 @@ from django.db import transaction
 
 from memory import errors, selectors, services
 from memory.models import SourceKind
-from tenants.context import tenant_context
 from tenants.errors import AppError
+from tenants.scope import tenant_scope
 
 if TYPE_CHECKING:
-    from agents.engine.context import StepContext
+    from agents.runtime.engine.step_context import StepContext
 
 logger = logging.getLogger(__name__)
 
@@ -35,11 +35,11 @@ class StepMemory:
     @cached_property
     def subject_id(self) -> int | None:
         """The end user the conversation is with; no user, no memory."""
-        from agents.models import AgentSession
+        from agents.runtime.models import AgentSession
 
         if self._ctx.session_id is None:
             return None
-        with tenant_context(self._ctx.tenant_id):
+        with tenant_scope(self._ctx.tenant_id):
             return (
                 AgentSession.objects.for_tenant(self._ctx.tenant_id)
                 .filter(pk=self._ctx.session_id)
@@ -52,7 +52,7 @@ class StepMemory:
         if self.subject_id is None:
             return selectors.MemoryContext()
         budget = settings.MEMORY_CONTEXT_BUDGET_TOKENS if budget is None else budget
-        with tenant_context(self._ctx.tenant_id):
+        with tenant_scope(self._ctx.tenant_id):
             found = selectors.facts_for_context(
                 tenant_id=self._ctx.tenant_id,
                 subject_id=self.subject_id,

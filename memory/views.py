@@ -166,7 +166,7 @@ def export(request: HttpRequest) -> HttpResponse:
     return response
 
 
-# --- tenant settings (admins) -------------------------------------------------------------------
+# --- tenant settings (admins) ---------------------------------------------------------------------
 
 
 @require_http_methods(["GET", "POST"])
@@ -205,7 +205,7 @@ def memory_settings(request: HttpRequest) -> HttpResponse:
     return render(request, SETTINGS, context, status=status)
 
 
-# --- the one-time privacy link ------------------------------------------------------------------
+# --- the one-time privacy link --------------------------------------------------------------------
 
 
 @never_cache

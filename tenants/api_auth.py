@@ -9,7 +9,7 @@ from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from tenants import context
+from tenants import scope
 from tenants.models import ApiKey
 from tenants.principal import Principal
 from tenants.services import api_key_hash, api_key_touch, parse_api_key
@@ -53,7 +53,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("The API key is malformed.")
         tenant_hex, raw = parsed
         tenant_id = uuid.UUID(tenant_hex)
-        context.activate(tenant_id=tenant_id)
+        scope.activate(tenant_id=tenant_id)
         key = (
             ApiKey.objects.for_tenant(tenant_id)
             .select_related("tenant")

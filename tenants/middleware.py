@@ -12,7 +12,7 @@ from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, resolve
 
-from tenants import context, outage
+from tenants import outage, scope
 from tenants.models import Role
 from tenants.principal import Principal
 from tenants.selectors import memberships_for_user
@@ -85,7 +85,7 @@ class TenantMiddleware:
         return outage.unavailable_response(request, exc)
 
     def _in_transaction(self, request: HttpRequest) -> HttpResponse:
-        with context.transaction_scope():
+        with scope.transaction_scope():
             request.principal = None  # type: ignore[attr-defined]
             request.memberships = []  # type: ignore[attr-defined]
             user = request.user
@@ -99,7 +99,7 @@ class TenantMiddleware:
     @staticmethod
     def _resolve_tenant(request: HttpRequest, user) -> None:
         # Memberships are readable by their own user before any tenant is chosen.
-        context.activate(tenant_id=None, user_id=user.pk)
+        scope.activate(tenant_id=None, user_id=user.pk)
         memberships = memberships_for_user(user)
         privacy_only = request.session.get(SESSION_PRIVACY_ONLY_KEY)
         if privacy_only is not None:  # that tenant's end user, or nobody
@@ -111,7 +111,7 @@ class TenantMiddleware:
             return
         wanted = request.session.get(SESSION_TENANT_KEY)
         chosen = next((m for m in memberships if str(m.tenant_id) == wanted), memberships[0])
-        context.activate(tenant_id=chosen.tenant_id, user_id=user.pk)
+        scope.activate(tenant_id=chosen.tenant_id, user_id=user.pk)
         request.principal = Principal.for_member(  # type: ignore[attr-defined]
             tenant=chosen.tenant, user=user, role=chosen.role
         )

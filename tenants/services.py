@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from tenants import context, errors
+from tenants import errors, scope
 from tenants.models import ApiKey, AuditEvent, Membership, Role, Scope, Tenant
 from tenants.principal import Principal
 from tenants.rates import validate_overrides
@@ -194,7 +194,7 @@ def member_unlock(*, actor: Principal, membership: Membership) -> int:
 
 def tenant_create(*, slug: str, name: str, actor_label: str = "system") -> Tenant:
     """Provision a tenant. Creating one spans tenants, so it runs in the system context."""
-    with context.system_context("tenant_provisioning") as ctx:
+    with scope.system_scope("tenant_provisioning") as ctx:
         tenant = Tenant.objects.create(slug=slug, name=name)
         ctx.record(tenant=slug, by=actor_label)
         audit_record(tenant=tenant, actor=actor_label, action="tenant.created", target=tenant)
@@ -206,7 +206,7 @@ def tenant_set_rate_limits(
 ) -> Tenant:
     """Replace a tenant's API rate limit overrides ({} drops them); validated and audited."""
     validate_overrides(limits)
-    with context.system_context("tenant_rate_limits") as ctx:
+    with scope.system_scope("tenant_rate_limits") as ctx:
         tenant = Tenant.objects.select_for_update().filter(slug=slug).first()
         if tenant is None:
             raise errors.NotFound(f"No tenant {slug!r}.")
@@ -226,7 +226,7 @@ def tenant_set_rate_limits(
 
 
 def membership_add(*, tenant: Tenant, user, role: str, actor_label: str = "system") -> Membership:
-    with context.tenant_context(tenant.pk):
+    with scope.tenant_scope(tenant.pk):
         membership, created = Membership.objects.get_or_create(
             tenant=tenant, user=user, defaults={"role": role}
         )

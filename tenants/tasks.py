@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import Task
 
-from tenants.context import tenant_context
+from tenants.scope import tenant_scope
 
 
 class TenantTask(Task):
@@ -12,7 +12,7 @@ class TenantTask(Task):
 
     By default the whole task is one transaction with the tenant context set. Tasks that
     commit several times (the step engine) set `one_transaction = False` and open
-    `tenant_context(tenant_id)` around each transaction themselves.
+    `tenant_scope(tenant_id)` around each transaction themselves.
     """
 
     abstract = True
@@ -24,5 +24,5 @@ class TenantTask(Task):
             raise ValueError(f"{self.name} acts for a tenant and needs tenant_id=")
         if not self.one_transaction:
             return super().__call__(*args, **kwargs)
-        with tenant_context(tenant_id):
+        with tenant_scope(tenant_id):
             return super().__call__(*args, **kwargs)

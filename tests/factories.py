@@ -8,9 +8,9 @@ import uuid
 from django.contrib.auth import get_user_model
 
 from tenants import services
-from tenants.context import system_context, tenant_context
 from tenants.models import ApiKey, AuditEvent, Membership, Role, Tenant
 from tenants.principal import Principal
+from tenants.scope import system_scope, tenant_scope
 
 _seq = itertools.count(1)
 PASSWORD = "correct horse battery staple"
@@ -38,7 +38,7 @@ def principal_for(membership: Membership) -> Principal:
 
 def make_api_key(tenant: Tenant, scopes: list[str] | None = None):
     admin = make_member(tenant, Role.ADMIN)
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         return services.api_key_create(
             actor=principal_for(admin), name="test key", scopes=scopes or ["read"]
         )
@@ -67,13 +67,13 @@ def _tenant_row(tenant: Tenant) -> Tenant:
 
 
 def _session_row(tenant: Tenant):
-    from agents.models import AgentSession
+    from agents.runtime.models import AgentSession
 
     return AgentSession.objects.create(tenant=tenant, agent="refund_desk")
 
 
 def _run_row(tenant: Tenant):
-    from agents.models import Run
+    from agents.runtime.models import Run
 
     return Run.objects.create(
         tenant=tenant, agent="refund_desk", agent_version=1, current_step="lookup"
@@ -81,7 +81,7 @@ def _run_row(tenant: Tenant):
 
 
 def _message_row(tenant: Tenant):
-    from agents.models import Message
+    from agents.runtime.models import Message
 
     return Message.objects.create(
         tenant=tenant, session=_session_row(tenant), seq=1, role="user", content="hi"
@@ -89,7 +89,7 @@ def _message_row(tenant: Tenant):
 
 
 def _checkpoint_row(tenant: Tenant):
-    from agents.models import Checkpoint
+    from agents.runtime.models import Checkpoint
 
     return Checkpoint.objects.create(
         tenant=tenant, run=_run_row(tenant), seq=1, step="s", state={}, schema_version=1
@@ -99,7 +99,7 @@ def _checkpoint_row(tenant: Tenant):
 def _attempt_row(tenant: Tenant):
     from django.utils import timezone
 
-    from agents.models import StepAttempt
+    from agents.runtime.models import StepAttempt
 
     now = timezone.now()
     return StepAttempt.objects.create(
@@ -115,7 +115,7 @@ def _attempt_row(tenant: Tenant):
 
 
 def _tool_call_row(tenant: Tenant):
-    from agents.models import ToolCall
+    from agents.runtime.models import ToolCall
 
     return ToolCall.objects.create(
         tenant=tenant,
@@ -131,7 +131,7 @@ def _tool_call_row(tenant: Tenant):
 def _idempotency_row(tenant: Tenant):
     from django.utils import timezone
 
-    from agents.models import IdempotencyRecord
+    from agents.runtime.models import IdempotencyRecord
 
     return IdempotencyRecord.objects.create(
         tenant=tenant,
@@ -143,7 +143,7 @@ def _idempotency_row(tenant: Tenant):
 
 
 def _run_event_row(tenant: Tenant):
-    from agents.models import RunEvent
+    from agents.runtime.models import RunEvent
 
     return RunEvent.objects.create(tenant=tenant, run=_run_row(tenant), seq=1, kind="run.queued")
 
@@ -151,7 +151,7 @@ def _run_event_row(tenant: Tenant):
 def _run_event_log_rows(tenant: Tenant):
     """Rows of both halves of the agents_runevent_log view: an event row and a checkpoint
     carrying its step.finished event. Returns the run."""
-    from agents.models import Checkpoint, RunEvent
+    from agents.runtime.models import Checkpoint, RunEvent
 
     run = _run_row(tenant)
     RunEvent.objects.create(tenant=tenant, run=run, seq=1, kind="step.started")
@@ -170,7 +170,7 @@ def _run_event_log_rows(tenant: Tenant):
 
 
 def _packed_context_row(tenant: Tenant):
-    from agents.models import PackedContext
+    from agents.runtime.models import PackedContext
 
     return PackedContext.objects.create(
         tenant=tenant,
@@ -281,10 +281,10 @@ def row_factory(model):
 
 
 def make_row(model, tenant: Tenant):
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         return row_factory(model)(tenant)
 
 
 def all_tenants() -> list[Tenant]:
-    with system_context("test_inspection"):
+    with system_scope("test_inspection"):
         return list(Tenant.objects.all())

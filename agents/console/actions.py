@@ -18,8 +18,8 @@ from django.utils import timezone
 from agents.console.errors import ActionNotAllowed, InvalidState
 from agents.console.fencing import BUSY, FREE, LEASE_EXPIRED, REQUEUE, audit, changed, fenced
 from agents.console.replay import run_replay  # noqa: F401 - an action like the others
-from agents.definitions import Agent, get_agent
-from agents.models import WAITING, Checkpoint, Run, RunStatus, StepAttempt
+from agents.runtime.definitions import Agent, get_agent
+from agents.runtime.models import WAITING, Checkpoint, Run, RunStatus, StepAttempt
 from core import json_input
 from core.errors import BadInput
 from tenants.principal import Principal
@@ -44,7 +44,7 @@ def _record_lost(run: Run, message: str) -> None:
     )
 
 
-# --- the actions -------------------------------------------------------------------------------
+# --- the actions ----------------------------------------------------------------------------------
 
 
 @transaction.atomic
@@ -157,7 +157,7 @@ def run_resolve(*, principal: Principal, run: Run, version: int, note: str = "")
     return fresh
 
 
-# --- state -----------------------------------------------------------------------------------
+# --- state ----------------------------------------------------------------------------------------
 
 
 def parse_state(raw: str, agent: Agent) -> dict[str, Any]:
@@ -222,7 +222,7 @@ def run_edit_state(*, principal: Principal, run: Run, version: int, state: str) 
     return fresh
 
 
-# --- bulk --------------------------------------------------------------------------------------
+# --- bulk -----------------------------------------------------------------------------------------
 
 BULK_ACTIONS = {
     "retry": run_retry,

@@ -12,8 +12,8 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from agents.console.errors import ActionNotAllowed, RunChanged
-from agents.models import Run, RunStatus
-from agents.progress import publish
+from agents.runtime.models import Run, RunStatus
+from agents.runtime.progress import publish
 from tenants.principal import Principal
 from tenants.services import audit_record
 
@@ -77,7 +77,7 @@ def audit(principal: Principal, run: Run, action: str, before: Run, **after: Any
 def changed(run: Run, *, enqueue: bool) -> None:
     publish(tenant_id=run.tenant_id, run_id=run.pk, kind="run.status", status=run.status)
     if enqueue:
-        from agents.tasks import enqueue_run
+        from agents.runtime.tasks import enqueue_run
 
         tenant_id, run_id = run.tenant_id, run.pk
         transaction.on_commit(lambda: enqueue_run(tenant_id=tenant_id, run_id=run_id))

@@ -9,9 +9,9 @@ from typing import Any
 from django import forms
 
 from agents.console.stuck import REASONS
-from agents.definitions import all_agents
-from agents.forms import parse_cursor
-from agents.models import RunStatus
+from agents.runtime.definitions import all_agents
+from agents.runtime.models import RunStatus
+from agents.web.forms import parse_cursor
 
 AGES = {
     "lt1h": ("Created in the last hour", None),

@@ -10,12 +10,12 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from agents import selectors
 from agents.console.errors import NoSuchCheckpoint
 from agents.console.fencing import BUSY, FREE, REQUEUE, audit, changed, fenced
-from agents.definitions import Agent, get_agent
-from agents.models import Checkpoint, Run, RunEvent, RunEventLog, StepAttempt, ToolCall
-from agents.progress import publish
+from agents.runtime import selectors
+from agents.runtime.definitions import Agent, get_agent
+from agents.runtime.models import Checkpoint, Run, RunEvent, RunEventLog, StepAttempt, ToolCall
+from agents.runtime.progress import publish
 from tenants.principal import Principal
 from tenants.services import audit_record
 

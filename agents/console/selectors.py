@@ -9,12 +9,12 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Q, QuerySet
 
-from agents import pages
 from agents.console import stuck
 from agents.console.diff import Change, state_diff
 from agents.console.forms import AGES
-from agents.forms import make_cursor
-from agents.models import AgentSession, Checkpoint, Run, RunStatus
+from agents.runtime.models import AgentSession, Checkpoint, Run, RunStatus
+from agents.web import pages
+from agents.web.forms import make_cursor
 from tenants.principal import Principal
 
 PAGE_SIZE = 25  # like the approvals inbox: a page renders in well under 50 ms
@@ -111,7 +111,7 @@ def stuck_counts(principal: Principal, now: dt.datetime) -> list[dict[str, Any]]
     return [{"reason": stuck.REASONS[code], "count": n} for code, n in counts.items()]
 
 
-# --- one run -----------------------------------------------------------------------------------
+# --- one run --------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -166,8 +166,8 @@ def run_console(run: Run, *, now: dt.datetime) -> dict[str, Any]:
 
 
 def _has_schema(run: Run) -> bool:
-    from agents.definitions import get_agent
-    from agents.errors import AppError
+    from agents.runtime.definitions import get_agent
+    from agents.runtime.errors import AppError
 
     try:
         return get_agent(run.agent).state_schema is not None

@@ -27,8 +27,8 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, Greatest
 from django.db.models.lookups import LessThan
 
-from agents.definitions import all_agents
-from agents.models import FINISHED, Run, RunEventLog, RunStatus
+from agents.runtime.definitions import all_agents
+from agents.runtime.models import FINISHED, Run, RunEventLog, RunStatus
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from agents.console.forms import (
     StateForm,
     VersionForm,
 )
-from agents.models import Run
+from agents.runtime.models import Run
 from tenants.errors import AppError
 from tenants.models import Scope
 from tenants.permissions import require_scope
@@ -58,7 +58,7 @@ def _vary(response: HttpResponse) -> HttpResponse:
     return response
 
 
-# --- the runs list ---------------------------------------------------------------------------
+# --- the runs list --------------------------------------------------------------------------------
 
 
 @require_GET
@@ -139,7 +139,7 @@ def run_bulk(request: HttpRequest) -> HttpResponse:
     return redirect(back)
 
 
-# --- one run ---------------------------------------------------------------------------------
+# --- one run --------------------------------------------------------------------------------------
 
 
 @require_GET

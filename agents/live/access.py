@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import SESSION_KEY
 
-from tenants import context
+from tenants import scope
 from tenants.middleware import SESSION_PRIVACY_ONLY_KEY, SESSION_TENANT_KEY
 from tenants.models import Scope
 from tenants.principal import Principal
@@ -37,8 +37,8 @@ def principal_for(user: Any, session_key: str | None) -> Principal | None:
         return None
     if session.get(SESSION_PRIVACY_ONLY_KEY) is not None:
         return None  # a privacy link's session watches nothing: it may open one page only
-    with context.transaction_scope():
-        context.activate(tenant_id=None, user_id=user.pk)
+    with scope.transaction_scope():
+        scope.activate(tenant_id=None, user_id=user.pk)
         memberships = memberships_for_user(user)
     if not memberships:
         return None

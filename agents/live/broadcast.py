@@ -1,6 +1,6 @@
 """Fan progress events out to websocket consumers through Redis pub/sub.
 
-`broadcast(event)` is an `agents.progress` subscriber, so it runs after the commit. It only
+`broadcast(event)` is an `agents.runtime.progress` subscriber, so it runs after the commit. It only
 queues the event: one sender thread per process publishes the queue on its own redis-py
 connection, a batch's PUBLISH commands pipelined (one round trip), to the Redis channels on
 which the pub/sub channel layer (`channels_redis.pubsub`) has the consumers subscribed. The
@@ -26,7 +26,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 from redis.connection import ConnectionInterface
 
-from agents.per_process import PerProcess
+from core.per_process import PerProcess
 
 logger = logging.getLogger(__name__)
 

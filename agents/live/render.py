@@ -22,12 +22,13 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.html import escape
 
-from agents import pages, selectors
-from agents.forms import RunFilterForm
 from agents.live.access import Refused
-from agents.models import FINISHED, Run, RunEventLog
-from tenants.context import tenant_context
+from agents.runtime import selectors
+from agents.runtime.models import FINISHED, Run, RunEventLog
+from agents.web import pages
+from agents.web.forms import RunFilterForm
 from tenants.principal import Principal
+from tenants.scope import tenant_scope
 
 RUN = "agents/run_detail.html"
 RUNS = "agents/runs.html"
@@ -59,7 +60,7 @@ class _Ops:
 
 
 def _scoped(principal: Principal):
-    return tenant_context(principal.tenant.pk, user_id=getattr(principal.user, "pk", None))
+    return tenant_scope(principal.tenant.pk, user_id=getattr(principal.user, "pk", None))
 
 
 def _visible_run(principal: Principal, run_id: Any) -> Run:
@@ -69,7 +70,7 @@ def _visible_run(principal: Principal, run_id: Any) -> Run:
         raise Refused(f"run {run_id} is not visible to {principal.label}") from None
 
 
-# --- one run ---------------------------------------------------------------------------------
+# --- one run --------------------------------------------------------------------------------------
 
 
 def run_catch_up(view: RunView) -> list[str]:
@@ -237,7 +238,7 @@ def _seq_marker(run: Run, seq: int) -> str:
     return render_to_string(f"{RUN}#run-seq", {"run": run, "now": timezone.now()})
 
 
-# --- the runs list ---------------------------------------------------------------------------
+# --- the runs list --------------------------------------------------------------------------------
 
 
 @dataclass
@@ -285,7 +286,7 @@ def runs_update(view: RunsView, event: dict[str, Any]) -> list[str]:
     return messages
 
 
-# --- tenant feeds (the approvals inbox and its badge) ----------------------------------------
+# --- tenant feeds (the approvals inbox and its badge) ---------------------------------------------
 
 Feed = Callable[..., list[str]]
 FEEDS: dict[str, Feed] = {}

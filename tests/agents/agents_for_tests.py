@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 
-from agents.definitions import (
+from agents.runtime.definitions import (
     Agent,
     RetryPolicy,
     fail,
@@ -16,8 +16,8 @@ from agents.definitions import (
     wait_for_approval,
     wait_for_event,
 )
-from agents.errors import LLMRateLimited, PermanentStepError
-from agents.tools import tool
+from agents.runtime.errors import LLMRateLimited, PermanentStepError
+from agents.runtime.tools import tool
 
 calls: Counter = Counter()
 side_effects: Counter = Counter()
@@ -36,10 +36,10 @@ three_steps = Agent("three_steps", version=1, first="one")
 def one(ctx):
     calls["one"] += 1
     if ctx.run_input.get("cancel_during_step"):  # someone presses Cancel meanwhile
-        from agents.models import Run
-        from tenants.context import tenant_context
+        from agents.runtime.models import Run
+        from tenants.scope import tenant_scope
 
-        with tenant_context(ctx.tenant_id):
+        with tenant_scope(ctx.tenant_id):
             Run.objects.for_tenant(ctx.tenant_id).filter(pk=ctx.run_id).update(
                 cancel_requested=True
             )
@@ -174,7 +174,7 @@ def walk(ctx):
     """Many short steps in one drive; each one registers a write that commits with it."""
     import time
 
-    from agents.models import Run
+    from agents.runtime.models import Run
 
     time.sleep(ctx.run_input.get("pause", 0))
     done = ctx.state.get("done", 0) + 1

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents.engine.runner import drive
-from agents.models import Run
-from agents.services import run_start
-from tenants.context import tenant_context
+from agents.runtime.engine.runner import drive
+from agents.runtime.models import Run
+from agents.runtime.services import run_start
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents import agents_for_tests
 
@@ -20,7 +20,7 @@ def _reset_counters():
 def enqueued(monkeypatch):
     """Runs the engine would have put on the queue (in-process tests drive them by hand)."""
     sent: list[dict] = []
-    monkeypatch.setattr("agents.tasks.enqueue_run", lambda **kwargs: sent.append(kwargs))
+    monkeypatch.setattr("agents.runtime.tasks.enqueue_run", lambda **kwargs: sent.append(kwargs))
     return sent
 
 
@@ -32,7 +32,7 @@ def admin(tenant_a):
 @pytest.fixture
 def start(admin, enqueued):
     def make(agent: str, **run_input) -> Run:
-        with tenant_context(admin.tenant.pk):
+        with tenant_scope(admin.tenant.pk):
             return run_start(principal=admin, agent=agent, input=run_input)
 
     return make
@@ -49,7 +49,7 @@ def step(admin):
 @pytest.fixture
 def reload(admin):
     def get(run: Run) -> Run:
-        with tenant_context(admin.tenant.pk):
+        with tenant_scope(admin.tenant.pk):
             return Run.objects.for_tenant(admin.tenant).get(pk=run.pk)
 
     return get

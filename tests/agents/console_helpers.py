@@ -7,10 +7,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from agents.definitions import Agent, RetryPolicy, finish, goto, register, wait_for_approval
-from agents.errors import LLMRateLimited
-from agents.models import Checkpoint, Run
-from tenants.context import tenant_context
+from agents.runtime.definitions import Agent, RetryPolicy, finish, goto, register, wait_for_approval
+from agents.runtime.errors import LLMRateLimited
+from agents.runtime.models import Checkpoint, Run
+from tenants.scope import tenant_scope
 from tests.agents import agents_for_tests  # noqa: F401 - registers count_effect
 
 BROKEN = {"charge": False}  # the charge step fails with a 429 while this is set
@@ -65,7 +65,7 @@ def make_run(tenant, **fields: Any) -> Run:
         "current_step": "charge",
         "step_seq": 1,
     }
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         run = Run.objects.create(tenant=tenant, **{**defaults, **fields})
         if run.step_seq:
             Checkpoint.objects.create(

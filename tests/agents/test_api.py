@@ -11,8 +11,8 @@ from django.core.management import call_command
 from django.test import Client, RequestFactory
 from django.utils import timezone
 
-from agents import services
-from agents.models import (
+from agents.runtime import services
+from agents.runtime.models import (
     AgentSession,
     Checkpoint,
     IdempotencyRecord,
@@ -23,14 +23,14 @@ from agents.models import (
 )
 from approvals.models import ApprovalRequest
 from approvals.services import request_create
-from tenants.context import tenant_context
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents import agents_for_tests  # noqa: F401 - registers the test agents
 
 REFUND = {"customer": "c-1", "order": "A-1001", "amount": "400.00"}
 
 
-# --- helpers shared by the agents API tests ---------------------------------------------------
+# --- helpers shared by the agents API tests -------------------------------------------------------
 
 
 def post(client: Client, url: str, data: Any = None, **headers: str):
@@ -41,25 +41,25 @@ def post(client: Client, url: str, data: Any = None, **headers: str):
 
 
 def count(model, tenant, **filters) -> int:
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         return model.objects.for_tenant(tenant).filter(**filters).count()
 
 
 def fetch(model, tenant, pk):
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         return model.objects.for_tenant(tenant).get(pk=pk)
 
 
 def open_session(membership, agent: str = "refund_desk") -> AgentSession:
     """A conversation of `membership`'s user."""
-    with tenant_context(membership.tenant_id):
+    with tenant_scope(membership.tenant_id):
         return services.session_create(
             principal=factories.principal_for(membership), agent=agent, title="help"
         )
 
 
 def start_run(membership, agent: str = "refund_desk", session=None, **run_input) -> Run:
-    with tenant_context(membership.tenant_id):
+    with tenant_scope(membership.tenant_id):
         return services.run_start(
             principal=factories.principal_for(membership),
             agent=agent,
@@ -70,7 +70,7 @@ def start_run(membership, agent: str = "refund_desk", session=None, **run_input)
 
 def set_run(run: Run, **fields) -> Run:
     """Put a run in a state the engine would have left it in."""
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         Run.objects.for_tenant(run.tenant_id).filter(pk=run.pk).update(**fields)
         run.refresh_from_db()
     return run
@@ -80,7 +80,7 @@ def waiting_for_approval(membership, *, arguments: dict | None = None, session=N
     """A refund_desk run paused on an approval request for issue_refund."""
     run = start_run(membership, session=session)
     request_id = uuid.uuid4()
-    with tenant_context(membership.tenant_id):
+    with tenant_scope(membership.tenant_id):
         request_create(
             id=request_id,
             tenant_id=membership.tenant_id,
@@ -122,7 +122,7 @@ def as_manager(client_for):
     return client_for("manager")
 
 
-# --- the registry -----------------------------------------------------------------------------
+# --- the registry ---------------------------------------------------------------------------------
 
 
 def test_the_registry_lists_each_agent_with_its_steps_and_versions(as_member):
@@ -140,7 +140,7 @@ def test_the_registry_lists_each_agent_with_its_steps_and_versions(as_member):
     assert agents["versioned"]["state_version"] == 2
 
 
-# --- sessions ---------------------------------------------------------------------------------
+# --- sessions -------------------------------------------------------------------------------------
 
 
 def test_a_member_opens_a_conversation_for_themselves(as_member, member, tenant_a, enqueued):
@@ -228,7 +228,7 @@ def test_sessions_are_listed_newest_first_and_members_see_only_their_own(
     assert str(theirs.pk) in {s["id"] for s in everyone}
 
 
-# --- runs -------------------------------------------------------------------------------------
+# --- runs -----------------------------------------------------------------------------------------
 
 
 def test_starting_a_run_queues_it_and_returns_it(as_member, member, tenant_a, enqueued):
@@ -266,7 +266,7 @@ def test_a_run_shows_checkpoints_attempts_with_tracebacks_ledger_and_approvals(
 ):
     run = waiting_for_approval(member)
     now = timezone.now()
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         Checkpoint.objects.create(
             tenant=tenant_a, run=run, seq=1, step="lookup", next_step="decide",
             state={"customer": "c-1"}, schema_version=1,
@@ -381,7 +381,7 @@ def test_a_malformed_event_gets_400_and_the_run_keeps_waiting(as_member, member,
     assert (after.status, after.version, after.wake_payload) == ("waiting_event", run.version, None)
 
 
-# --- decisions --------------------------------------------------------------------------------
+# --- decisions ------------------------------------------------------------------------------------
 
 
 def test_approving_resumes_the_run_with_the_decision(as_manager, manager, member, tenant_a):
@@ -472,7 +472,7 @@ def test_a_decision_that_loses_to_another_decider_is_a_409_naming_who_decided(
 ):
     run = waiting_for_approval(member)
     # The other decision committed between our read of the run and our update.
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         ApprovalRequest.objects.for_tenant(tenant_a).filter(pk=run.waiting_for).update(
             status="rejected", decided_by_label="carol", decided_at=timezone.now(), version=2
         )
@@ -484,7 +484,7 @@ def test_a_decision_that_loses_to_another_decider_is_a_409_naming_who_decided(
     assert fetch(Run, tenant_a, run.pk).wake_payload is None
 
 
-# --- bad input everywhere ---------------------------------------------------------------------
+# --- bad input everywhere -------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("url", ["/api/v1/runs", "/api/v1/sessions"])
@@ -524,7 +524,7 @@ def test_a_body_over_the_limit_gets_413_and_writes_nothing(as_member, tenant_a, 
 def test_a_body_without_a_length_that_grows_too_big_gets_413(members, settings):
     # As an ASGI request with `Transfer-Encoding: chunked`: no Content-Length, only the
     # buffered body tells its size, and Django raises RequestDataTooBig while reading it.
-    from agents.api import RunListView
+    from agents.web.api import RunListView
     from tenants.principal import Principal
 
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2048
@@ -548,7 +548,7 @@ def test_an_unknown_run_or_session_is_a_json_404(as_manager):
         assert response.status_code == 404 and response.json()["code"] == "not_found"
 
 
-# --- the OpenAPI schema -----------------------------------------------------------------------
+# --- the OpenAPI schema ---------------------------------------------------------------------------
 
 
 def test_the_schema_documents_every_agents_endpoint(db):
@@ -575,7 +575,7 @@ def test_the_schema_generates_without_warnings(db, tmp_path):
     call_command("spectacular", "--fail-on-warn", "--validate", "--file", str(tmp_path / "s.yml"))
 
 
-# --- end to end, committed: the API drives a real pause and resume ----------------------------
+# --- end to end, committed: the API drives a real pause and resume --------------------------------
 
 
 @pytest.mark.django_db(transaction=True)

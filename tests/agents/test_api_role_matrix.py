@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from agents.models import AgentSession, Run
+from agents.runtime.models import AgentSession, Run
 from approvals.models import ApprovalRequest
 from tests import factories
 from tests.agents.test_api import (
@@ -38,7 +38,7 @@ def objects(members, enqueued):
     }
 
 
-# --- reads ------------------------------------------------------------------------------------
+# --- reads ----------------------------------------------------------------------------------------
 
 LISTS = ["/api/v1/agents", "/api/v1/sessions", "/api/v1/runs"]
 DETAILS = ["/api/v1/sessions/{session}", "/api/v1/runs/{run}"]
@@ -70,7 +70,7 @@ def test_the_outsiders_lists_never_include_tenant_a(client_for, objects):
     assert client.get("/api/v1/runs").json()["results"] == []
 
 
-# --- acting -----------------------------------------------------------------------------------
+# --- acting ---------------------------------------------------------------------------------------
 
 # (url, body, status for those allowed, who is allowed)
 WRITERS = {"admin", "manager", "member"}
@@ -125,7 +125,7 @@ def test_a_viewers_refused_actions_change_nothing(client_for, objects, tenant_a)
     assert fetch(Run, tenant_a, objects["run"]).status == "queued"
 
 
-# --- members see only their own ---------------------------------------------------------------
+# --- members see only their own -------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -174,7 +174,7 @@ def test_a_members_lists_hold_only_their_own(client_for, objects, others):
     assert {str(others["run"]), str(objects["run"])} <= everyone
 
 
-# --- API keys: scopes, not roles --------------------------------------------------------------
+# --- API keys: scopes, not roles ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -6,10 +6,10 @@ import pytest
 
 from agents.console import actions
 from agents.console.errors import ActionNotAllowed, InvalidState, RunChanged
-from agents.models import Checkpoint, Run, StepAttempt, ToolCall
+from agents.runtime.models import Checkpoint, Run, StepAttempt, ToolCall
 from approvals.models import ApprovalRequest
-from tenants.context import tenant_context
 from tenants.models import AuditEvent
+from tenants.scope import tenant_scope
 from tests.agents import agents_for_tests
 from tests.agents.console_helpers import BROKEN, ago, make_run
 
@@ -29,7 +29,7 @@ def act(admin, django_capture_on_commit_callbacks):
     (the on-commit enqueue runs, into the `enqueued` list)."""
 
     def call(fn, run: Run, version: int | None = None, **kwargs):
-        with django_capture_on_commit_callbacks(execute=True), tenant_context(admin.tenant.pk):
+        with django_capture_on_commit_callbacks(execute=True), tenant_scope(admin.tenant.pk):
             fresh = Run.objects.for_tenant(admin.tenant).get(pk=run.pk)
             return fn(principal=admin, run=fresh, version=version or fresh.version, **kwargs)
 
@@ -37,7 +37,7 @@ def act(admin, django_capture_on_commit_callbacks):
 
 
 def audit_actions(run: Run) -> list[str]:
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         return list(
             AuditEvent.objects.for_tenant(run.tenant_id)
             .filter(target_id=str(run.pk))
@@ -82,7 +82,7 @@ def test_resuming_a_run_whose_worker_died_continues_from_the_last_checkpoint(
     run = make_run(tenant_a, status="running", lease_owner="dead:1", lease_expires_at=ago(5))
     resumed = act(actions.run_resume, run)
     assert (resumed.status, resumed.lease_owner) == ("queued", "")
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         lost = StepAttempt.objects.for_tenant(tenant_a).get(run=run)
     assert (lost.outcome, lost.seq, lost.worker) == ("lost", 2, "dead:1")
     step(run)
@@ -99,13 +99,13 @@ def test_resuming_a_run_a_live_worker_holds_is_refused(tenant_a, act):
 
 def test_cancelling_a_waiting_run_cancels_it_and_its_pending_request(tenant_a, act, reload):
     run = make_run(tenant_a, status="waiting_approval", current_step="done")
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         request = ApprovalRequest.objects.create(
             tenant=tenant_a, run=run, checkpoint_seq=1, step="ask", action="refund"
         )
     cancelled = act(actions.run_cancel, run)
     assert cancelled.status == "cancelled" and cancelled.finished_at is not None
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         assert ApprovalRequest.objects.get(pk=request.pk).status == "cancelled"
     assert "run.console.cancelled" in audit_actions(run)
 
@@ -143,7 +143,7 @@ def test_editing_the_state_replaces_the_latest_checkpoints_state_and_audits_both
     run = make_run(tenant_a, status="failed", current_step="done")
     edited = act(actions.run_edit_state, run, state='{"item": "chair", "qty": 3}')
     assert edited.version == run.version + 1
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         cp = Checkpoint.objects.for_tenant(tenant_a).get(run=run, seq=1)
         event = AuditEvent.objects.for_tenant(tenant_a).get(action="run.console.state_edited")
     assert cp.state == {"item": "chair", "qty": 3}
@@ -172,7 +172,7 @@ def test_state_that_fails_the_agents_schema_is_refused_and_nothing_is_saved(
     assert any(problem in p for p in refused.value.problems), refused.value.problems
     assert refused.value.status == 400
     assert reload(run).version == run.version
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         assert Checkpoint.objects.for_tenant(tenant_a).get(run=run).state["qty"] == 1
 
 
@@ -191,7 +191,7 @@ def test_replaying_as_a_new_run_does_not_repeat_recorded_side_effects(
     replayed = reload(new)
     assert replayed.status == "succeeded", replayed.error
     assert effects() == 1  # the ledger answered the charge
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         assert [c.seq for c in Checkpoint.objects.filter(run=new).order_by("seq")] == [1, 2, 3]
     assert "run.console.replayed" in audit_actions(run)
     assert "run.started" in audit_actions(new)
@@ -214,13 +214,13 @@ def test_rewinding_a_run_replays_it_from_the_checkpoint_without_repeating_side_e
     run = finished_shop_run(start, step, reload)
     rewound = act(actions.run_replay, run, seq=1, as_new_run=False)
     assert (rewound.status, rewound.step_seq, rewound.output) == ("queued", 1, None)
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         assert list(Checkpoint.objects.filter(run=run).values_list("seq", flat=True)) == [1]
     step(run)
     again = reload(run)
     assert again.status == "succeeded"
     assert effects() == 1
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         seqs = list(
             Checkpoint.objects.filter(run=run).order_by("seq").values_list("seq", flat=True)
         )
@@ -229,15 +229,15 @@ def test_rewinding_a_run_replays_it_from_the_checkpoint_without_repeating_side_e
 
 
 def test_a_rewind_keeps_the_history_of_the_steps_it_undid(start, step, reload, act, enqueued):
-    from agents import selectors
-    from agents.models import RunEventLog
+    from agents.runtime import selectors
+    from agents.runtime.models import RunEventLog
 
     run = finished_shop_run(start, step, reload)
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         before = list(RunEventLog.objects.filter(run=run).values_list("seq", "kind", "data"))
     act(actions.run_replay, run, seq=1, as_new_run=False)
     step(run)
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         after = list(
             RunEventLog.objects.filter(run=run).order_by("seq").values_list("seq", "kind", "data")
         )
@@ -264,7 +264,7 @@ def test_rewinding_with_side_effects_chosen_makes_the_recorded_calls_again(
     step(run)
     assert reload(run).status == "succeeded"
     assert effects() == 2
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         assert ToolCall.objects.filter(run=run).count() == 1
 
 
@@ -312,7 +312,7 @@ def test_two_admins_resuming_the_same_run_produce_one_resume_and_one_conflict(
 def test_a_bulk_action_applies_to_each_run_and_refuses_only_the_stale_ones(tenant_a, admin):
     fresh = make_run(tenant_a, status="failed")
     stale = make_run(tenant_a, status="failed")
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         items = [(fresh, fresh.version), (stale, stale.version + 1)]
         outcomes = actions.runs_bulk(principal=admin, action="resolve", items=items)
         assert [o.ok for o in outcomes] == [True, False]

@@ -6,8 +6,8 @@ import pytest
 from django.utils import timezone
 
 from agents.console import selectors
-from agents.models import Checkpoint, Run
-from tenants.context import tenant_context
+from agents.runtime.models import Checkpoint, Run
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents.console_helpers import ago, make_run
 
@@ -56,7 +56,7 @@ def test_only_admins_apply_bulk_actions(client_for, run, who):
         "/console/runs/bulk/", {"action": "resolve", "runs": [f"{run.pk}:{run.version}"]}
     )
     assert response.status_code == _expect(who, admin=302, outsider=302)
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         resolved = Run.objects.get(pk=run.pk).resolved_at is not None
     assert resolved == (who == "admin")  # the outsider's bulk finds no such run
 
@@ -70,7 +70,7 @@ def test_the_run_page_says_why_the_run_is_stuck_and_what_to_do(client_for, run):
 
 def test_the_run_page_shows_what_changed_between_consecutive_checkpoints(client_for, tenant_a):
     run = make_run(tenant_a, status="failed", step_seq=1)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         Checkpoint.objects.create(
             tenant=tenant_a,
             run=run,
@@ -114,7 +114,7 @@ def test_edited_state_that_fails_the_schema_answers_400_and_saves_nothing(client
     page = response.content.decode()
     assert "item: 5 is not of type &#x27;string&#x27;" in page
     assert "{&quot;item&quot;: 5}" in page  # the draft is kept for fixing
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         assert Run.objects.get(pk=run.pk).version == run.version
         assert Checkpoint.objects.get(run=run).state == {"item": "lamp", "qty": 1}
 
@@ -125,7 +125,7 @@ def test_replaying_as_a_new_run_goes_to_the_new_runs_page(client_for, tenant_a):
         f"/console/runs/{run.pk}/replay/", {"version": run.version, "seq": 1, "mode": "new"}
     )
     assert response.status_code == 302
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         new = Run.objects.exclude(pk=run.pk).get()
     assert response["Location"] == f"/console/runs/{new.pk}/"
 
@@ -142,7 +142,7 @@ def test_the_console_filters_by_status_agent_stuck_reason_age_and_end_user(
     stuck_run = make_run(tenant_a, status="failed", error={"code": "retries_exhausted"})
     mine = make_run(tenant_a, status="succeeded", created_by=carol)
     other = make_run(tenant_a, status="queued", agent="retired_agent")
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         Run.objects.filter(pk=other.pk).update(created_at=ago(3 * 86400))
     client = client_for("admin")
 
@@ -169,13 +169,13 @@ def test_the_console_pages_through_runs_by_cursor_without_gaps_or_repeats(tenant
     admin = factories.principal_for(members["admin"])
     made = {make_run(tenant_a, status="succeeded", step_seq=0).pk for _ in range(7)}
     seen, cursor = [], None
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         while True:
             page = selectors.runs_page(admin, now=timezone.now(), before=cursor, limit=3)
             seen += [r.pk for r in page.runs]
             if page.next_cursor is None:
                 break
-            from agents.forms import parse_cursor
+            from agents.web.forms import parse_cursor
 
             cursor = parse_cursor(page.next_cursor)
     assert len(seen) == 7 and set(seen) == made

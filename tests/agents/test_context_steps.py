@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from agents.context.build import Memory
-from agents.definitions import Agent, RetryPolicy, finish, register
-from agents.errors import LLMRateLimited
-from agents.models import PackedContext
-from agents.services import conversation_start
-from tenants.context import tenant_context
+from agents.conversations.packing.build import Memory
+from agents.runtime.definitions import Agent, RetryPolicy, finish, register
+from agents.runtime.errors import LLMRateLimited
+from agents.runtime.models import PackedContext
+from agents.runtime.services import conversation_start
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents.test_api import count
 
@@ -45,7 +45,7 @@ register(packs)
 
 
 def converse(principal, message: str, **run_input):
-    with tenant_context(principal.tenant.pk):
+    with tenant_scope(principal.tenant.pk):
         return conversation_start(
             principal=principal, agent="packs_context", message=message, input=run_input
         )
@@ -56,7 +56,7 @@ def sections(record) -> dict:
 
 
 def records(run):
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         return list(PackedContext.objects.for_tenant(run.tenant_id).filter(run=run))
 
 
@@ -98,7 +98,7 @@ def test_must_includes_over_the_budget_fail_the_run_with_a_clear_error(
 
 
 def test_the_demo_agent_builds_its_prompt_through_the_packer(admin, step, enqueued):
-    with tenant_context(admin.tenant.pk):
+    with tenant_scope(admin.tenant.pk):
         run = conversation_start(
             principal=admin,
             agent="refund_desk",
@@ -110,7 +110,7 @@ def test_the_demo_agent_builds_its_prompt_through_the_packer(admin, step, enqueu
     assert len(decide) == 1 and sections(decide[0])["current"]["included"] == 1
 
 
-# --- run page and API -------------------------------------------------------------------------
+# --- run page and API -----------------------------------------------------------------------------
 
 
 @pytest.fixture

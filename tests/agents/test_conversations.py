@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from agents.errors import SessionBusy
-from agents.models import AgentSession, Message, Run
-from agents.services import message_post, session_create
-from tenants.context import tenant_context
+from agents.runtime.errors import SessionBusy
+from agents.runtime.models import AgentSession, Message, Run
+from agents.runtime.services import message_post, session_create
+from tenants.scope import tenant_scope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def transcript(session) -> list[tuple[int, str, str]]:
-    with tenant_context(session.tenant_id):
+    with tenant_scope(session.tenant_id):
         return list(
             Message.objects.for_tenant(session.tenant_id)
             .filter(session=session)
@@ -25,11 +25,11 @@ def transcript(session) -> list[tuple[int, str, str]]:
 def test_a_message_that_arrives_between_steps_is_seen_by_the_next_step(
     admin, step, reload, enqueued
 ):
-    with tenant_context(admin.tenant.pk):
+    with tenant_scope(admin.tenant.pk):
         session = session_create(principal=admin, agent="chat")
         _, run = message_post(principal=admin, session=session, content="refund please")
     assert step(run, slice_seconds=0).status == "queued"  # greeted, then yielded
-    with tenant_context(admin.tenant.pk):
+    with tenant_scope(admin.tenant.pk):
         _, same_run = message_post(principal=admin, session=session, content="order A-1001")
     assert same_run.pk == run.pk  # queued to the working run, not a new one
     assert step(run).status == "succeeded"
@@ -45,25 +45,25 @@ def test_a_message_that_arrives_between_steps_is_seen_by_the_next_step(
 def test_an_agent_that_rejects_messages_while_running_answers_409_and_writes_nothing(
     admin, enqueued
 ):
-    from agents.engine import store
+    from agents.runtime.engine import store
 
-    with tenant_context(admin.tenant.pk):
+    with tenant_scope(admin.tenant.pk):
         session = session_create(principal=admin, agent="strict_chat")
         _, run = message_post(principal=admin, session=session, content="first")
     store.claim(tenant_id=str(admin.tenant.pk), run_id=run.pk, worker="w", lease_seconds=60)
-    with tenant_context(admin.tenant.pk), pytest.raises(SessionBusy):
+    with tenant_scope(admin.tenant.pk), pytest.raises(SessionBusy):
         message_post(principal=admin, session=session, content="second")
     assert [c for _, _, c in transcript(session)] == ["first"]
-    with tenant_context(admin.tenant.pk):
+    with tenant_scope(admin.tenant.pk):
         assert Run.objects.for_tenant(admin.tenant).count() == 1
         assert AgentSession.objects.for_tenant(admin.tenant).get().last_seq == 1
 
 
 def test_a_message_after_the_run_finished_starts_a_new_run(admin, step, enqueued):
-    with tenant_context(admin.tenant.pk):
+    with tenant_scope(admin.tenant.pk):
         session = session_create(principal=admin, agent="chat")
         _, first = message_post(principal=admin, session=session, content="one")
     step(first)
-    with tenant_context(admin.tenant.pk):
+    with tenant_scope(admin.tenant.pk):
         _, second = message_post(principal=admin, session=session, content="two")
     assert second.pk != first.pk and second.session_id == session.pk

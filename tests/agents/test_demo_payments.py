@@ -12,7 +12,7 @@ from django.db import connection
 from django.test import Client
 from django.urls import clear_url_caches
 
-from agents import demo_payments
+from agents.demo import payments as demo_payments
 from tests import factories, processes
 from tests.demo_refunds import refund_count
 
@@ -115,7 +115,7 @@ def test_the_secret_is_derived_from_the_secret_key_unless_set(settings):
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)  # the provider runs in the server process
 def test_the_demo_agents_refund_tool_is_let_in_by_the_live_server(console_url, settings):
-    from agents.demo import issue_refund
+    from agents.demo.refund_desk import issue_refund
 
     # The server derives its secret from the key every child process of the tests gets.
     settings.SECRET_KEY = processes.CHILD_SECRET_KEY

@@ -13,13 +13,13 @@ import time
 import pytest
 from django.db import connection
 
-from agents import selectors
-from agents.models import AgentSession, Checkpoint, DemoRefund, Message, Run, StepAttempt
-from agents.services import run_start
-from agents.tasks import enqueue_run
+from agents.runtime import selectors
+from agents.runtime.models import AgentSession, Checkpoint, DemoRefund, Message, Run, StepAttempt
+from agents.runtime.services import run_start
+from agents.runtime.tasks import enqueue_run
 from config import embedded
 from config.celery import app as celery_app
-from tenants.context import tenant_context
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.processes import start_beat, start_worker, wait_until
 
@@ -78,7 +78,7 @@ def customer(tenant_a):
 
 
 def start_refund(principal, *, amount: str = "40") -> Run:
-    with tenant_context(principal.tenant.pk):
+    with tenant_scope(principal.tenant.pk):
         session = AgentSession.objects.create(
             tenant=principal.tenant, agent="refund_desk", user=principal.user
         )
@@ -91,7 +91,7 @@ def start_refund(principal, *, amount: str = "40") -> Run:
 
 
 def load(run: Run) -> Run:
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         return Run.objects.for_tenant(run.tenant_id).get(pk=run.pk)
 
 
@@ -106,7 +106,7 @@ def wait_for_status(run: Run, statuses: set[str], timeout: float = 60) -> Run:
 def assert_exactly_once(run: Run) -> None:
     run = load(run)
     assert run.status == "succeeded", run.error
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         seqs = list(
             Checkpoint.objects.for_tenant(run.tenant_id)
             .filter(run=run)
@@ -160,7 +160,7 @@ def test_a_worker_killed_during_the_llm_call_is_replaced_and_nothing_repeats(clu
     cluster.worker("rescuer")
     wait_for_status(run, {"succeeded", "failed"}, timeout=60)
     assert_exactly_once(run)
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         lost = StepAttempt.objects.for_tenant(run.tenant_id).get(run=run, outcome="lost")
     assert lost.step == "decide" and lost.worker.endswith(str(victim.pid))
 

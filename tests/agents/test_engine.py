@@ -8,19 +8,19 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from agents import selectors
-from agents.engine import store
-from agents.models import Checkpoint, RunEvent, RunEventLog, StepAttempt, ToolCall
+from agents.runtime import selectors
+from agents.runtime.engine import store
+from agents.runtime.models import Checkpoint, RunEvent, RunEventLog, StepAttempt, ToolCall
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
-from tenants.context import tenant_context
+from tenants.scope import tenant_scope
 from tests.agents import agents_for_tests as t
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def rows(model, tenant, **filters):
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         return list(model.objects.for_tenant(tenant).filter(**filters).order_by("pk"))
 
 
@@ -61,7 +61,7 @@ def steal_during_slow_step(run, step, admin, *, tries):
 
 def attempts(run):
     """Every attempt at the run's steps, as the pages and the API show them."""
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         return selectors.run_timeline(run)["attempts"]
 
 
@@ -176,12 +176,12 @@ def test_a_stale_worker_that_wakes_after_losing_its_lease_writes_nothing(
     connection.cursor().execute("SELECT pg_sleep(0.05)")
     assert step(run, worker="fresh").status == "succeeded"
     # The stale worker now tries to persist its step with its old version: fenced.
-    from agents.engine.runner import _Driver, _Fenced
+    from agents.runtime.engine.runner import _Driver, _Fenced
 
     driver = _Driver(stale, worker="stale", lease=60)
     with pytest.raises(_Fenced):
-        from agents.definitions import goto
-        from agents.engine.context import StepContext
+        from agents.runtime.definitions import goto
+        from agents.runtime.engine.step_context import StepContext
 
         ctx = StepContext(
             stale, step="one", seq=1, attempt=1, state={}, wake_payload=None, messages_upto=0
@@ -272,7 +272,7 @@ def test_side_effects_happen_once_when_a_step_is_retried_after_its_tools_returne
 
 def _intent_only(run, tenant: str, *, tool: str, arguments: str) -> None:
     """A worker died between recording the intent of call 0 of step 1 and its outcome."""
-    from agents.engine import ledger
+    from agents.runtime.engine import ledger
 
     with connection.cursor() as cursor:
         cursor.execute(
@@ -290,8 +290,8 @@ def _intent_only(run, tenant: str, *, tool: str, arguments: str) -> None:
 
 
 def test_an_intent_without_outcome_is_sent_again_with_the_same_key(start, admin, tenant_a):
-    from agents.engine import ledger
-    from agents.tools import get_tool
+    from agents.runtime.engine import ledger
+    from agents.runtime.tools import get_tool
 
     run = start("effects")
     tool = get_tool("count_effect")
@@ -311,7 +311,7 @@ def test_an_intent_without_outcome_is_sent_again_with_the_same_key(start, admin,
 
 def test_an_old_checkpoint_is_migrated_forward_when_loaded(start, step, reload, admin):
     run = start("versioned")
-    with tenant_context(admin.tenant.pk):
+    with tenant_scope(admin.tenant.pk):
         Checkpoint.objects.create(
             tenant=admin.tenant,
             run=run,
@@ -330,7 +330,7 @@ def test_an_old_checkpoint_is_migrated_forward_when_loaded(start, step, reload, 
 
 def test_state_from_a_newer_version_fails_the_run_without_touching_it(start, step, reload, admin):
     run = start("versioned")
-    with tenant_context(admin.tenant.pk):
+    with tenant_scope(admin.tenant.pk):
         Checkpoint.objects.create(
             tenant=admin.tenant, run=run, seq=1, step="future", state={"x": 1}, schema_version=9
         )
@@ -353,7 +353,7 @@ def test_waiting_for_approval_holds_no_worker_and_the_decision_resumes_the_run(
         1,
     )
     assert step(run).claimed is False  # waiting: nothing to claim
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         approval_decide(
             principal=admin,
             request=request,
@@ -368,7 +368,7 @@ def test_waiting_for_approval_holds_no_worker_and_the_decision_resumes_the_run(
 
 
 def test_a_timer_pauses_until_its_time_and_the_sweep_wakes_it(start, step, reload, enqueued):
-    from agents.sweeps import recover
+    from agents.runtime.sweeps import recover
 
     until = timezone.now() + dt.timedelta(seconds=0.2)
     run = start("pauses", kind="timer", until=until.isoformat())
@@ -381,14 +381,14 @@ def test_a_timer_pauses_until_its_time_and_the_sweep_wakes_it(start, step, reloa
 
 
 def test_an_event_wakes_a_run_waiting_for_it(start, step, reload, admin, tenant_a):
-    from agents.errors import RunNotWaiting
-    from agents.services import run_send_event
+    from agents.runtime.errors import RunNotWaiting
+    from agents.runtime.services import run_send_event
 
     run = start("pauses", kind="event")
     assert step(run).status == "waiting_event"
-    with tenant_context(tenant_a.pk), pytest.raises(RunNotWaiting):
+    with tenant_scope(tenant_a.pk), pytest.raises(RunNotWaiting):
         run_send_event(principal=admin, run=reload(run), name="delivered", payload={})
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         run_send_event(principal=admin, run=reload(run), name="shipped", payload={"n": 1})
     assert step(run).status == "succeeded"
     assert reload(run).output["event"] == {"name": "shipped", "payload": {"n": 1}}
@@ -397,11 +397,11 @@ def test_an_event_wakes_a_run_waiting_for_it(start, step, reload, admin, tenant_
 def test_cancelling_a_waiting_run_is_immediate_and_a_running_one_stops_at_the_boundary(
     start, step, reload, admin, tenant_a
 ):
-    from agents.services import run_cancel
+    from agents.runtime.services import run_cancel
 
     waiting = start("pauses", kind="event")
     step(waiting)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         assert run_cancel(principal=admin, run=reload(waiting)).status == "cancelled"
 
     running = start("three_steps", cancel_during_step=True)
@@ -412,7 +412,7 @@ def test_cancelling_a_waiting_run_is_immediate_and_a_running_one_stops_at_the_bo
 
     orphan = start("three_steps")
     store.claim(tenant_id=str(tenant_a.pk), run_id=orphan.pk, worker="w9", lease_seconds=60)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         assert run_cancel(principal=admin, run=reload(orphan)).cancel_requested
     assert step(orphan, worker="w9").status == "cancelled"  # reclaimed: cancelled, no step
     assert t.calls["one"] == 1
@@ -421,7 +421,7 @@ def test_cancelling_a_waiting_run_is_immediate_and_a_running_one_stops_at_the_bo
 def test_a_lost_lease_is_recovered_by_the_sweep_and_noted_as_a_lost_attempt(
     start, step, reload, admin, tenant_a, enqueued
 ):
-    from agents.sweeps import recover
+    from agents.runtime.sweeps import recover
 
     run = start("three_steps")
     store.claim(tenant_id=str(tenant_a.pk), run_id=run.pk, worker="dead", lease_seconds=0.01)
@@ -517,9 +517,9 @@ def test_the_claim_always_reads_by_index_whatever_the_statistics_say():
 def test_a_replayed_call_that_differs_from_the_recorded_one_is_refused_and_nothing_is_sent(
     start, admin, tenant_a, recorded_tool, recorded_arguments
 ):
-    from agents.engine import ledger
-    from agents.errors import LedgerMismatch
-    from agents.tools import get_tool
+    from agents.runtime.engine import ledger
+    from agents.runtime.errors import LedgerMismatch
+    from agents.runtime.tools import get_tool
 
     run = start("effects")
     tenant = str(admin.tenant.pk)
@@ -540,9 +540,9 @@ def test_a_replayed_call_that_differs_from_the_recorded_one_is_refused_and_nothi
 
 
 def test_a_recorded_outcome_is_not_handed_to_a_different_call(start, admin, tenant_a):
-    from agents.engine import ledger
-    from agents.errors import LedgerMismatch
-    from agents.tools import get_tool
+    from agents.runtime.engine import ledger
+    from agents.runtime.errors import LedgerMismatch
+    from agents.runtime.tools import get_tool
 
     run = start("effects")
     tenant, tool = str(admin.tenant.pk), get_tool("count_effect")
@@ -618,7 +618,7 @@ def test_one_lease_keeper_serves_every_drive_and_wakes_early_for_a_shorter_lease
     import threading
     import uuid
 
-    from agents.engine.heartbeat import Lease
+    from agents.runtime.engine.heartbeat import Lease
 
     # A long lease held elsewhere in the process: the keeper sleeps for a third of it.
     elsewhere = Lease(tenant_id=str(admin.tenant.pk), run_id=uuid.uuid4(), worker="x", lease=600)

@@ -9,20 +9,22 @@ import importlib
 import pytest
 from django.db import connection
 
-from agents import selectors
-from agents.models import Checkpoint, RunEvent, RunEventLog, StepAttempt
-from tenants.context import tenant_context
+from agents.runtime import selectors
+from agents.runtime.models import Checkpoint, RunEvent, RunEventLog, StepAttempt
+from tenants.scope import tenant_scope
 from tests import factories
 
 pytestmark = pytest.mark.django_db
 
-migration = importlib.import_module("agents.migrations.0007_checkpoint_carries_attempt_and_event")
+migration = importlib.import_module(
+    "agents.runtime.migrations.0007_checkpoint_carries_attempt_and_event"
+)
 T0 = dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.UTC)
 
 
 def old_style_run(tenant):
     """A run as version 0006 of the engine left it: one retried step, then its success."""
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         run = factories._run_row(tenant)
         Checkpoint.objects.create(
             tenant=tenant,
@@ -72,7 +74,7 @@ def test_folding_moves_the_successful_attempt_and_its_event_into_the_checkpoint(
     run = old_style_run(tenant_a)
     with connection.cursor() as cursor:
         cursor.execute(migration.FOLD_SQL)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         cp = Checkpoint.objects.for_tenant(tenant_a).get(run=run, seq=1)
         assert (cp.attempt, cp.worker, cp.duration_ms, cp.event_seq, cp.status) == (
             2,
@@ -108,6 +110,6 @@ def test_folding_twice_changes_nothing_more(tenant_a):
     with connection.cursor() as cursor:
         cursor.execute(migration.FOLD_SQL)
         cursor.execute(migration.FOLD_SQL)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         assert RunEventLog.objects.for_tenant(tenant_a).filter(run=run).count() == 2
         assert StepAttempt.objects.for_tenant(tenant_a).filter(run=run).count() == 1

@@ -11,11 +11,11 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from agents import errors, services
-from agents.idempotency import fingerprint
-from agents.models import IdempotencyRecord, Run
-from agents.sweeps import expire_idempotency
-from tenants.context import tenant_context
+from agents.runtime import errors, services
+from agents.runtime.idempotency import fingerprint
+from agents.runtime.models import IdempotencyRecord, Run
+from agents.runtime.sweeps import expire_idempotency
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents.test_api import count, fetch, post, set_run, start_run
 
@@ -32,7 +32,7 @@ def client(client_for):
 
 
 def record(tenant, key_value: str) -> IdempotencyRecord:
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         return IdempotencyRecord.objects.for_tenant(tenant).get(key=key_value)
 
 
@@ -179,7 +179,7 @@ def test_a_key_still_in_flight_is_a_409(client, members, tenant_a):
     member = members["member"]
     principal = factories.principal_for(member)
     body_print = fingerprint(method="POST", path="/api/v1/runs", body=RUN, principal=principal)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         IdempotencyRecord.objects.create(
             tenant=tenant_a,
             key="busy",
@@ -196,7 +196,7 @@ def test_a_key_still_in_flight_is_a_409(client, members, tenant_a):
 def test_the_sweep_deletes_expired_keys_and_the_key_can_be_used_again(client, tenant_a):
     post(client, "/api/v1/runs", RUN, **key("old"))
     post(client, "/api/v1/runs", RUN, **key("fresh"))
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         IdempotencyRecord.objects.for_tenant(tenant_a).filter(key="old").update(
             expires_at=timezone.now() - dt.timedelta(seconds=1)
         )
@@ -210,7 +210,7 @@ def test_the_sweep_deletes_expired_keys_and_the_key_can_be_used_again(client, te
 
 def test_an_expired_key_is_free_even_before_the_sweep_runs(client, tenant_a):
     post(client, "/api/v1/runs", RUN, **key("stale"))
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         IdempotencyRecord.objects.for_tenant(tenant_a).update(
             expires_at=timezone.now() - dt.timedelta(seconds=1)
         )

@@ -11,14 +11,14 @@ from collections.abc import Iterator
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from agents.errors import (
+from agents.runtime.errors import (
     LLMConnectionError,
     LLMRateLimited,
     LLMRequestRejected,
     LLMServerError,
     LLMTimeout,
 )
-from agents.llm import (
+from agents.runtime.llm import (
     DEMO_SCRIPT,
     ChatResult,
     OpenAIChatModel,
@@ -63,7 +63,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-# --- OpenAIChatModel over loopback ------------------------------------------------------------
+# --- OpenAIChatModel over loopback ----------------------------------------------------------------
 
 
 def test_a_completion_returns_content_usage_and_model(server, model):
@@ -253,7 +253,7 @@ def test_retry_after_in_the_past_means_no_wait():
     assert parse_retry_after({"retry-after": past}) == 0.0
 
 
-# --- ScriptedModel ---------------------------------------------------------------------------
+# --- ScriptedModel --------------------------------------------------------------------------------
 
 
 def test_the_first_matching_rule_answers_the_last_user_message():
@@ -377,7 +377,7 @@ def test_the_demo_script_answers_politely_without_a_refund_amount(settings):
     assert "refund desk" in reply
 
 
-# --- get_model -------------------------------------------------------------------------------
+# --- get_model ------------------------------------------------------------------------------------
 
 
 def test_the_scripted_model_is_the_default(settings):

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from agents.context import packer
-from agents.context.build import Memory, candidates
-from agents.context.errors import ContextBudgetExceeded
-from agents.context.threads import ThreadState
-from agents.context.tokens import PER_MESSAGE, tokenizer_for
-from agents.tools import Tool
+from agents.conversations.errors import ContextBudgetExceeded
+from agents.conversations.packing import packer
+from agents.conversations.packing.build import Memory, candidates
+from agents.conversations.packing.tokens import PER_MESSAGE, tokenizer_for
+from agents.conversations.threads import ThreadState
+from agents.runtime.tools import Tool
 
 TOKENIZER = tokenizer_for("gpt-4")  # cl100k_base, exactly
 

@@ -13,11 +13,11 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from agents.engine.runner import drive
-from agents.models import AgentSession, Message, Run
-from agents.services import run_start
+from agents.runtime.engine.runner import drive
+from agents.runtime.models import AgentSession, Message, Run
+from agents.runtime.services import run_start
 from approvals.models import ApprovalRequest
-from tenants.context import tenant_context
+from tenants.scope import tenant_scope
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +35,7 @@ def start_as(members, outsider, tenant_a, enqueued):
             who if not isinstance(who, str) else (outsider if who == "outsider" else members[who])
         )
         principal = factories.principal_for(membership)
-        with tenant_context(principal.tenant.pk):
+        with tenant_scope(principal.tenant.pk):
             return run_start(principal=principal, agent=agent, input=run_input)
 
     return make
@@ -46,7 +46,7 @@ def step(run: Run, worker: str = "w1"):
 
 
 def rows(model, tenant, **filters) -> list:
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         return list(model.objects.for_tenant(tenant).filter(**filters).order_by("pk"))
 
 
@@ -63,7 +63,7 @@ def pending(start_as, tenant_a):
     return run, request
 
 
-# --- reading: the role matrix ----------------------------------------------------------------
+# --- reading: the role matrix ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("who", ["admin", "manager", "viewer", "member"])
@@ -105,7 +105,7 @@ def test_a_member_lists_only_their_own_runs(client_for, start_as, tenant_a):
 
 def test_a_member_also_sees_runs_of_their_own_conversations(client_for, members, tenant_a):
     admin = factories.principal_for(members["admin"])
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         session = AgentSession.objects.create(
             tenant=tenant_a, agent="three_steps", user=members["member"].user
         )
@@ -145,7 +145,7 @@ def test_anonymous_visitors_are_sent_to_login(client_for, pending, method, url):
     assert response["Location"].startswith("/login/")
 
 
-# --- starting a run --------------------------------------------------------------------------
+# --- starting a run -------------------------------------------------------------------------------
 
 
 def start_form(**overrides) -> dict:
@@ -234,11 +234,11 @@ def test_start_accepts_only_post(client_for):
     assert client_for("admin").get("/runs/start/").status_code == 405
 
 
-# --- the list: filters, counts, pages --------------------------------------------------------
+# --- the list: filters, counts, pages -------------------------------------------------------------
 
 
 def make_runs(tenant, n: int, *, created_at=None, **fields) -> list[Run]:
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         made = Run.objects.bulk_create(
             Run(
                 tenant=tenant,
@@ -339,7 +339,7 @@ def test_a_bad_filter_or_cursor_is_400_and_lists_nothing(client_for, tenant_a, q
     assert 'role="alert"' in response.content.decode()
 
 
-# --- the run page ----------------------------------------------------------------------------
+# --- the run page ---------------------------------------------------------------------------------
 
 
 def test_the_run_page_shows_steps_attempts_with_traceback_state_and_error(client_for, start_as):
@@ -403,7 +403,7 @@ def test_an_unfinished_run_page_follows_the_websocket_and_does_not_poll(client_f
     assert "HX-Request" in live["Vary"]
 
 
-# --- approvals on the run page ---------------------------------------------------------------
+# --- approvals on the run page --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("who", ["admin", "manager"])
@@ -490,7 +490,7 @@ def test_an_approval_of_another_run_is_404(client_for, pending, start_as):
     assert client_for("admin").post(url, {"decision": "approve"}).status_code == 404
 
 
-# --- cancelling ------------------------------------------------------------------------------
+# --- cancelling -----------------------------------------------------------------------------------
 
 CANCEL_STATUS = {"admin": 302, "manager": 302, "member": 302, "viewer": 403, "outsider": 404}
 
@@ -536,7 +536,7 @@ def test_viewers_see_no_cancel_button(client_for, start_as):
     assert "Cancel run" not in client_for("viewer").get(f"/runs/{run.pk}/").content.decode()
 
 
-# --- the registry ----------------------------------------------------------------------------
+# --- the registry ---------------------------------------------------------------------------------
 
 
 def test_the_registry_lists_each_agent_with_its_steps_in_definition_order(client_for):

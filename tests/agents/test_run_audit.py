@@ -6,7 +6,7 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
-from tenants.context import tenant_context
+from tenants.scope import tenant_scope
 from tests.agents import agents_for_tests  # noqa: F401 - registers the test agents
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -17,7 +17,7 @@ def test_the_run_page_lists_the_request_and_the_decision_in_its_audit_trail(
 ):
     run = start("pauses", kind="approval")
     assert step(run).status == "waiting_approval"
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         request = ApprovalRequest.objects.for_tenant(tenant_a).get(run=run)
         approval_decide(principal=admin, request=request, approve=False, comment="too much")
     page = client_for("manager").get(f"/runs/{run.pk}/").content.decode()

@@ -8,13 +8,13 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from agents import services
-from agents.context import cache
-from agents.context.build import load_thread
-from agents.context.summary import session_summarise
-from agents.context.tokens import tokenizer_for
-from agents.llm import ScriptedModel
-from tenants.context import tenant_context
+from agents.conversations import cache
+from agents.conversations.packing.build import load_thread
+from agents.conversations.packing.tokens import tokenizer_for
+from agents.conversations.summary import session_summarise
+from agents.runtime import services
+from agents.runtime.llm import ScriptedModel
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents.test_api import open_session
 
@@ -24,7 +24,7 @@ TOKENIZER = tokenizer_for("gpt-4")
 
 
 def append(session, *contents: str, role: str = "user") -> None:
-    with tenant_context(session.tenant_id):
+    with tenant_scope(session.tenant_id):
         services.messages_append(
             tenant_id=session.tenant_id,
             session_id=session.pk,
@@ -126,8 +126,8 @@ def test_a_rebuild_that_races_a_write_is_not_stored(session):
             session_id=session.pk,
             messages=[{"pos": 3, "role": "user", "content": "late"}],
         )
-        with tenant_context(session.tenant_id):
-            from agents.context.threads import thread_state
+        with tenant_scope(session.tenant_id):
+            from agents.conversations.threads import thread_state
 
             return thread_state(tenant_id=session.tenant_id, session_id=session.pk)
 

@@ -8,10 +8,10 @@ import pytest
 from django.utils import timezone
 
 from agents.console import stuck
-from agents.models import Run, RunEvent
-from agents.sweeps import detect_stuck
+from agents.runtime.models import Run, RunEvent
+from agents.runtime.sweeps import detect_stuck
 from approvals.models import ApprovalRequest
-from tenants.context import tenant_context
+from tenants.scope import tenant_scope
 from tests.agents.console_helpers import ago, make_run
 
 pytestmark = pytest.mark.django_db
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 def reasons(run: Run) -> list[str]:
     """The reasons from the SQL conditions, checked against the page's Python rules."""
     now = timezone.now()
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         in_sql = [r.code for r in stuck.diagnose(run, now)]
         fresh = Run.objects.get(pk=run.pk)
         in_python = [r.code for r in stuck.reasons_in_python([fresh], now)[run.pk]]
@@ -30,7 +30,7 @@ def reasons(run: Run) -> list[str]:
 
 def aged(run: Run, **fields) -> Run:
     """Set timestamps the ORM would not let us set on create."""
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         Run.objects.filter(pk=run.pk).update(**fields)
         return Run.objects.get(pk=run.pk)
 
@@ -52,7 +52,7 @@ def test_a_run_that_failed_when_its_retries_ran_out_is_stuck_until_retried(tenan
 def test_a_run_waiting_for_an_approval_past_its_deadline_is_stuck(tenant_a):
     late = make_run(tenant_a, status="waiting_approval", current_step="done")
     early = make_run(tenant_a, status="waiting_approval", current_step="done")
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         for run, due in [(late, ago(60)), (early, ago(-3600))]:
             ApprovalRequest.objects.create(
                 tenant=tenant_a, run=run, checkpoint_seq=1, step="ask", action="x", due_at=due
@@ -75,7 +75,7 @@ def test_a_run_queued_longer_than_the_threshold_is_stuck_because_no_worker_took_
     settings.AGENTSTATE_STUCK_QUEUED_SECONDS = 300
     waiting = aged(make_run(tenant_a, status="queued"), created_at=ago(600))
     requeued = aged(make_run(tenant_a, status="queued"), created_at=ago(600))
-    with tenant_context(tenant_a.pk):  # a step finished a moment ago and queued it again
+    with tenant_scope(tenant_a.pk):  # a step finished a moment ago and queued it again
         RunEvent.objects.create(tenant=tenant_a, run=requeued, seq=1, kind="step.finished")
         Run.objects.filter(pk=requeued.pk).update(event_seq=1)
     backing_off = aged(
@@ -129,7 +129,7 @@ def test_a_run_marked_resolved_leaves_the_stuck_list_until_it_changes_again(tena
 def test_the_stuck_filter_shows_only_one_tenants_runs(tenant_a, tenant_b):
     make_run(tenant_a, status="failed", error={"code": "retries_exhausted"})
     theirs = make_run(tenant_b, status="failed", error={"code": "retries_exhausted"})
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         found = list(Run.objects.for_tenant(tenant_a).filter(stuck.stuck_q(timezone.now())))
     assert theirs.pk not in [r.pk for r in found] and len(found) == 1
 
@@ -139,7 +139,7 @@ def test_the_beat_job_counts_stuck_runs_of_every_tenant_and_logs_each_with_its_i
 ):
     a = make_run(tenant_a, status="running", lease_owner="w", lease_expires_at=ago(5))
     make_run(tenant_b, status="failed", error={"code": "retries_exhausted"})
-    with caplog.at_level(logging.WARNING, logger="agents.sweeps"):
+    with caplog.at_level(logging.WARNING, logger="agents.runtime.sweeps"):
         counts = detect_stuck()
     assert counts["lease_expired"] == 1 and counts["retries_exhausted"] == 1
     logged = [r for r in caplog.records if getattr(r, "run_id", "") == str(a.pk)]

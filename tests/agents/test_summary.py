@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from agents import services
-from agents.context import summary
-from agents.context.build import build_context
-from agents.llm import ChatResult
-from agents.models import AgentSession, Message
-from tenants.context import tenant_context
+from agents.conversations import summary
+from agents.conversations.packing.build import build_context
+from agents.runtime import services
+from agents.runtime.llm import ChatResult
+from agents.runtime.models import AgentSession, Message
+from tenants.scope import tenant_scope
 from tests.agents.test_api import count, open_session
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +30,7 @@ class Recorder:
 
 
 def turns(session, n: int, start: int = 1) -> None:
-    with tenant_context(session.tenant_id):
+    with tenant_scope(session.tenant_id):
         for i in range(start, start + n):
             services.messages_append(
                 tenant_id=session.tenant_id,
@@ -44,7 +44,7 @@ def turns(session, n: int, start: int = 1) -> None:
 
 
 def row(session) -> AgentSession:
-    with tenant_context(session.tenant_id):
+    with tenant_scope(session.tenant_id):
         return AgentSession.objects.for_tenant(session.tenant_id).get(pk=session.pk)
 
 
@@ -123,7 +123,7 @@ def test_two_summarisers_at_once_write_one_summary(session):
 def test_the_context_sends_the_summary_instead_of_the_turns_it_covers(session):
     turns(session, 12)
     summarise(session, Recorder("Refunds asked: $10, $20."))
-    with tenant_context(session.tenant_id):
+    with tenant_scope(session.tenant_id):
         packed = build_context(
             tenant_id=session.tenant_id, session_id=session.pk, system="sys", memories=[]
         )
@@ -137,7 +137,7 @@ def test_a_message_past_the_threshold_schedules_the_summary_after_commit_not_in_
     session, monkeypatch, django_capture_on_commit_callbacks
 ):
     queued = []
-    monkeypatch.setattr("agents.tasks.enqueue_summary", lambda **kw: queued.append(kw))
+    monkeypatch.setattr("agents.runtime.tasks.enqueue_summary", lambda **kw: queued.append(kw))
     monkeypatch.setattr(summary, "summary_model", lambda: pytest.fail("LLM in the request"))
     turns(session, 5)
     with django_capture_on_commit_callbacks(execute=True):
@@ -146,7 +146,7 @@ def test_a_message_past_the_threshold_schedules_the_summary_after_commit_not_in_
 
 
 def test_the_celery_task_summarises_with_the_scripted_model(session):
-    from agents.tasks import summarise_session
+    from agents.runtime.tasks import summarise_session
 
     turns(session, 11)
     result = summarise_session.apply(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from agents import services
-from agents.context.build import build_context
-from agents.context.errors import ForkPointInvalid
-from agents.models import AgentSession, Message
-from tenants.context import tenant_context
+from agents.conversations.errors import ForkPointInvalid
+from agents.conversations.packing.build import build_context
+from agents.runtime import services
+from agents.runtime.models import AgentSession, Message
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents.test_api import count, open_session, post
 
@@ -18,7 +18,7 @@ SYSTEM = "You are a refund desk."
 
 
 def say(session, *contents: str, role: str = "user") -> None:
-    with tenant_context(session.tenant_id):
+    with tenant_scope(session.tenant_id):
         services.messages_append(
             tenant_id=session.tenant_id,
             session_id=session.pk,
@@ -36,7 +36,7 @@ def conversation(membership, *turns: str):
 
 
 def reload(session) -> AgentSession:
-    with tenant_context(session.tenant_id):
+    with tenant_scope(session.tenant_id):
         return (
             AgentSession.objects.for_tenant(session.tenant_id)
             .select_related("tenant")
@@ -46,12 +46,12 @@ def reload(session) -> AgentSession:
 
 def fork(session, at_seq, membership=None, **kwargs) -> AgentSession:
     principal = factories.principal_for(membership or factories.make_member(session.tenant))
-    with tenant_context(session.tenant_id):
+    with tenant_scope(session.tenant_id):
         return services.session_fork(principal=principal, session=session, at_seq=at_seq, **kwargs)
 
 
 def context(session) -> list[tuple[str, str]]:
-    with tenant_context(session.tenant_id):
+    with tenant_scope(session.tenant_id):
         packed = build_context(
             tenant_id=session.tenant_id, session_id=session.pk, system=SYSTEM, memories=[]
         )
@@ -68,7 +68,7 @@ def parent(member):
     return conversation(member, "refund $400 please", "which order?", "A-1001", "done", "thanks")
 
 
-# --- the service ----------------------------------------------------------------------------
+# --- the service ----------------------------------------------------------------------------------
 
 
 def test_the_context_of_a_fork_equals_the_parents_up_to_the_fork_point_plus_its_own(member, parent):
@@ -116,7 +116,7 @@ def test_a_fork_point_not_in_the_conversation_is_refused_and_creates_nothing(
 
 
 def test_a_fork_keeps_the_parents_summary_only_while_it_covers_inherited_messages(member, parent):
-    with tenant_context(parent.tenant_id):
+    with tenant_scope(parent.tenant_id):
         AgentSession.objects.for_tenant(parent.tenant_id).filter(pk=parent.pk).update(
             summary="The user wants $400 back.", summary_upto=2
         )
@@ -127,7 +127,7 @@ def test_a_fork_keeps_the_parents_summary_only_while_it_covers_inherited_message
     assert context(late)[1][1].startswith("Summary of the earlier conversation")
 
 
-# --- the API --------------------------------------------------------------------------------
+# --- the API --------------------------------------------------------------------------------------
 
 
 def url(session, what: str = "forks") -> str:
@@ -191,7 +191,7 @@ def test_another_members_conversation_is_404_to_a_member(client_for, members, te
     assert client_for("member").get(url(others, "thread")).status_code == 404
 
 
-# --- the pages ------------------------------------------------------------------------------
+# --- the pages ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from agents.engine.runner import drive
-from agents.models import Run
-from agents.services import conversation_start
+from agents.runtime.engine.runner import drive
+from agents.runtime.models import Run
+from agents.runtime.services import conversation_start
 from approvals import policies
 from approvals.models import ApprovalRequest
 from approvals.services import request_create
-from tenants.context import tenant_context
+from tenants.scope import tenant_scope
 from tests import factories
 
 DEMO_MESSAGE = "Please refund $400 for order A-1001, I was charged twice"
@@ -27,7 +27,7 @@ HX = {"HTTP_HX_REQUEST": "true"}
 def enqueued(monkeypatch):
     """Runs the decisions put on the queue (in-process tests do not run workers)."""
     sent: list[dict] = []
-    monkeypatch.setattr("agents.tasks.enqueue_run", lambda **kwargs: sent.append(kwargs))
+    monkeypatch.setattr("agents.runtime.tasks.enqueue_run", lambda **kwargs: sent.append(kwargs))
     return sent
 
 
@@ -48,7 +48,7 @@ def principal(membership):
 def paused_refund(membership, message: str = DEMO_MESSAGE) -> tuple[Run, ApprovalRequest]:
     """The demo refund desk, started by `membership`, driven by the engine until it pauses."""
     actor = principal(membership)
-    with tenant_context(actor.tenant.pk):
+    with tenant_scope(actor.tenant.pk):
         run = conversation_start(
             principal=actor,
             agent="refund_desk",
@@ -63,12 +63,12 @@ def paused_refund(membership, message: str = DEMO_MESSAGE) -> tuple[Run, Approva
 
 
 def load_run(run: Run) -> Run:
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         return Run.objects.for_tenant(run.tenant_id).get(pk=run.pk)
 
 
 def load_request(tenant, pk) -> ApprovalRequest:
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         return ApprovalRequest.objects.for_tenant(tenant).select_related("run").get(pk=pk)
 
 
@@ -83,8 +83,8 @@ def make_request(
     """A pending request on a queued run of `membership`, made through request_create (so the
     tenant's policy applies), with the run put in the waiting state the engine leaves it in."""
     actor = principal(membership)
-    with tenant_context(actor.tenant.pk):
-        from agents.services import run_start
+    with tenant_scope(actor.tenant.pk):
+        from agents.runtime.services import run_start
 
         run = run_start(principal=actor, agent="refund_desk", input={"customer": "ada"})
         request_id = uuid.uuid4()
@@ -107,13 +107,13 @@ def make_request(
 
 
 def add_policy(admin_membership, action: str = "issue_refund", **rules) -> Any:
-    with tenant_context(admin_membership.tenant_id):
+    with tenant_scope(admin_membership.tenant_id):
         return policies.policy_create(actor=principal(admin_membership), action=action, **rules)
 
 
 def add_group(admin_membership, name: str, users: list) -> Any:
     actor = principal(admin_membership)
-    with tenant_context(actor.tenant.pk):
+    with tenant_scope(actor.tenant.pk):
         group = policies.group_create(actor=actor, name=name)
         policies.group_set_members(actor=actor, group=group, users=users)
     return group
@@ -122,5 +122,5 @@ def add_group(admin_membership, name: str, users: list) -> Any:
 def audit_actions(request: ApprovalRequest) -> list[str]:
     from approvals.selectors import request_audit
 
-    with tenant_context(request.tenant_id):
+    with tenant_scope(request.tenant_id):
         return [e.action for e in request_audit(request)]

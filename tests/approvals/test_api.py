@@ -38,7 +38,7 @@ def pending(members):
     return paused_refund(members["admin"])
 
 
-# --- role matrix -------------------------------------------------------------------------------
+# --- role matrix ----------------------------------------------------------------------------------
 
 DETAIL = {"admin": 200, "manager": 200, "member": 404, "viewer": 200, "outsider": 404}
 DECIDE = {"admin": 200, "manager": 200, "member": 403, "viewer": 403, "outsider": 404}
@@ -102,7 +102,7 @@ def test_a_decision_on_behalf_of_another_tenant_is_404_and_changes_nothing(
     assert load_request(tenant_a, request.pk).status == "pending"
 
 
-# --- reading -----------------------------------------------------------------------------------
+# --- reading --------------------------------------------------------------------------------------
 
 
 def test_a_request_carries_its_proposal_rules_and_run(client_for, members, pending):
@@ -153,7 +153,7 @@ def test_an_unknown_or_malformed_id_is_a_json_404(client_for):
     assert client.get("/api/v1/approvals/not-a-uuid").status_code == 404
 
 
-# --- deciding ----------------------------------------------------------------------------------
+# --- deciding -------------------------------------------------------------------------------------
 
 
 def test_approving_with_edited_arguments_resumes_the_run_with_them(client_for, pending, tenant_a):

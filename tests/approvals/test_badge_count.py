@@ -10,8 +10,8 @@ from django.utils import timezone
 from approvals.models import ApprovalRequest, ApprovalStatus, ApproverGroup, ApproverGroupMember
 from approvals.policies import decidable_by
 from approvals.selectors import decidable_count
-from tenants.context import tenant_context
 from tenants.models import Role
+from tenants.scope import tenant_scope
 from tests import factories
 
 
@@ -20,7 +20,7 @@ def test_the_badge_count_equals_the_decidable_by_rules_for_every_combination(ten
     manager = factories.make_member(tenant_a, Role.MANAGER)
     grouped = factories.make_member(tenant_a, Role.MANAGER)
     viewer = factories.make_member(tenant_a, Role.VIEWER)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         group = ApproverGroup.objects.create(tenant=tenant_a, name="refunds")
         ApproverGroupMember.objects.create(tenant=tenant_a, group=group, user=grouped.user)
         run = factories._run_row(tenant_a)
@@ -46,7 +46,7 @@ def test_the_badge_count_equals_the_decidable_by_rules_for_every_combination(ten
                 four_eyes=four_eyes,
                 started_by=starter,
             )
-    with tenant_context(tenant_b.pk):  # another tenant's pending request never counts
+    with tenant_scope(tenant_b.pk):  # another tenant's pending request never counts
         other = factories.make_member(tenant_b, Role.ADMIN)
         ApprovalRequest.objects.create(
             tenant=tenant_b,
@@ -59,7 +59,7 @@ def test_the_badge_count_equals_the_decidable_by_rules_for_every_combination(ten
     counts = {}
     for membership in (admin, manager, grouped, viewer):
         principal = factories.principal_for(membership)
-        with tenant_context(tenant_a.pk):
+        with tenant_scope(tenant_a.pk):
             pending = ApprovalRequest.objects.for_tenant(tenant_a).filter(
                 status=ApprovalStatus.PENDING
             )

@@ -12,10 +12,10 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from agents.models import Run
+from agents.runtime.models import Run
 from approvals.models import ApprovalRequest
-from tenants.context import tenant_context
 from tenants.models import AuditEvent, Role
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.approvals.conftest import REFUND, load_request, load_run, paused_refund
 
@@ -33,7 +33,7 @@ def resumes(monkeypatch):
         with lock:
             sent.append(str(kwargs["run_id"]))
 
-    monkeypatch.setattr("agents.tasks.enqueue_run", record)
+    monkeypatch.setattr("agents.runtime.tasks.enqueue_run", record)
     return sent
 
 
@@ -78,7 +78,7 @@ def assert_decided_once(tenant, run: Run, request: ApprovalRequest, responses, n
     resumed = load_run(run)
     assert resumed.status == "queued" and resumed.wake_payload["decision"]["decided_by"] == winner
     assert resumes == [str(run.pk)], "exactly one resume"
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         decisions = AuditEvent.objects.for_tenant(tenant).filter(
             target_id=str(request.pk), action__in=["approval.approved", "approval.rejected"]
         )

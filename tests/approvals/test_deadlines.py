@@ -12,7 +12,7 @@ from approvals import policies
 from approvals.errors import AlreadyDecided
 from approvals.services import approval_decide, requests_sweep_due
 from approvals.tasks import sweep_deadlines
-from tenants.context import tenant_context
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.approvals.conftest import (
     add_group,
@@ -62,7 +62,7 @@ def test_a_decision_after_the_expiry_is_a_409_naming_the_deadline(members):
     add_policy(members["admin"], expires_after_minutes=1, on_expiry="reject")
     run, request = paused_refund(members["member"])
     requests_sweep_due(now=request.due_at + HOUR)
-    with tenant_context(run.tenant_id), pytest.raises(AlreadyDecided) as late:
+    with tenant_scope(run.tenant_id), pytest.raises(AlreadyDecided) as late:
         approval_decide(principal=principal(members["manager"]), request=request, approve=True)
     assert late.value.message == "Already expired by system: deadline."
 
@@ -94,7 +94,7 @@ def test_at_the_deadline_an_escalating_policy_lets_admins_decide_and_emails_them
     assert audit_actions(request) == ["approval.requested", "approval.escalated"]
     # Escalated once: later sweeps leave it to the admins.
     assert requests_sweep_due(now=request.due_at + 10 * HOUR)["escalated"] == 0
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         approval_decide(principal=admin, request=escalated, approve=True)
     assert load_run(run).status == "queued"
 
@@ -112,7 +112,7 @@ def test_the_sweep_spans_tenants_and_leaves_decided_requests_alone(members, outs
     mine = make_request(members["member"])
     theirs = make_request(factories.make_member(outsider.tenant, "member"))
     decided = make_request(members["member"])
-    with tenant_context(decided.tenant_id):
+    with tenant_scope(decided.tenant_id):
         approval_decide(principal=principal(members["manager"]), request=decided, approve=True)
     later = timezone.now() + HOUR
     assert requests_sweep_due(now=later) == {"expired": 2, "escalated": 0}
@@ -122,13 +122,13 @@ def test_the_sweep_spans_tenants_and_leaves_decided_requests_alone(members, outs
 
 
 def test_the_sweep_is_audited_as_a_system_context(members):
-    from tenants.context import system_context
     from tenants.models import AuditEvent
+    from tenants.scope import system_scope
 
     add_policy(members["admin"], expires_after_minutes=10, on_expiry="reject")
     make_request(members["member"])
     requests_sweep_due(now=timezone.now() + HOUR)
-    with system_context("test_inspection"):
+    with system_scope("test_inspection"):
         event = AuditEvent.objects.filter(action="system.approval_deadlines").get()
     assert event.after == {"expired": 1, "escalated": 0}
 
@@ -139,7 +139,7 @@ def test_beat_runs_the_sweep_task(members):
     assert entry["schedule"] <= 60
     add_policy(members["admin"], expires_after_minutes=1, on_expiry="reject")
     request = make_request(members["member"])
-    with tenant_context(request.tenant_id):
+    with tenant_scope(request.tenant_id):
         from approvals.models import ApprovalRequest
 
         ApprovalRequest.objects.for_tenant(request.tenant_id).filter(pk=request.pk).update(

@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from approvals.notifications import request_notify
 from approvals.services import approval_decide
 from approvals.tasks import notify_approvers
-from tenants.context import tenant_context
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.approvals.conftest import add_group, add_policy, make_request, principal
 
@@ -81,7 +81,7 @@ def test_an_escalation_emails_the_admins(emails, mailoutbox):
 
 def test_nobody_is_emailed_about_a_request_that_was_decided_meanwhile(emails, mailoutbox):
     request = make_request(emails["member"])
-    with tenant_context(request.tenant_id):
+    with tenant_scope(request.tenant_id):
         approval_decide(principal=principal(emails["manager"]), request=request, approve=True)
     assert request_notify(tenant_id=request.tenant_id, request_id=request.pk) == 0
     assert mailoutbox == []

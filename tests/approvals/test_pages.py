@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 
 from approvals.models import ApprovalPolicy, ApprovalRequest, ApproverGroup
-from tenants.context import tenant_context
+from tenants.scope import tenant_scope
 from tests.approvals.conftest import (
     HX,
     REFUND,
@@ -46,7 +46,7 @@ def own(members):
     return paused_refund(members["member"])
 
 
-# --- the role matrix ---------------------------------------------------------------------------
+# --- the role matrix ------------------------------------------------------------------------------
 
 INBOX = {"admin": 200, "manager": 200, "member": 200, "viewer": 200, "outsider": 200}
 DETAIL = {"admin": 200, "manager": 200, "member": 404, "viewer": 200, "outsider": 404}
@@ -108,7 +108,7 @@ def test_managers_read_the_policies_and_only_admins_change_them(client_for, tena
         {"new-action": "issue_refund", "new-approver_role": "manager", "new-on_expiry": "wait"},
     )
     assert response.status_code == POLICY_WRITE[who]
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         created = ApprovalPolicy.objects.for_tenant(tenant_a).count()
     assert created == (1 if who == "admin" else 0)
 
@@ -145,7 +145,7 @@ def test_an_unknown_request_is_404(client_for):
     assert client_for("admin").get(f"/approvals/{uuid.uuid4()}/").status_code == 404
 
 
-# --- the inbox ---------------------------------------------------------------------------------
+# --- the inbox ------------------------------------------------------------------------------------
 
 
 def rows_of(html: str) -> list[str]:
@@ -157,7 +157,7 @@ def test_pending_requests_come_soonest_deadline_first_and_no_deadline_last(clien
     none = make_request(members["member"])
     soon = make_request(members["member"], due_in=dt.timedelta(minutes=5))
     overdue = make_request(members["member"], due_in=dt.timedelta(minutes=1))
-    with tenant_context(overdue.tenant_id):
+    with tenant_scope(overdue.tenant_id):
         ApprovalRequest.objects.for_tenant(overdue.tenant_id).filter(pk=overdue.pk).update(
             due_at=timezone.now() - dt.timedelta(minutes=1)
         )
@@ -170,7 +170,7 @@ def test_pending_requests_come_soonest_deadline_first_and_no_deadline_last(clien
 def test_keyset_pages_walk_every_pending_request_once(client_for, members):
     made = [make_request(members["member"]) for _ in range(30)]
     same = timezone.now() + dt.timedelta(hours=1)
-    with tenant_context(made[0].tenant_id):  # ties on the deadline, and rows with none
+    with tenant_scope(made[0].tenant_id):  # ties on the deadline, and rows with none
         for i, request in enumerate(made):
             due = None if i % 3 == 0 else same if i % 3 == 1 else same + dt.timedelta(minutes=i)
             ApprovalRequest.objects.for_tenant(request.tenant_id).filter(pk=request.pk).update(
@@ -236,7 +236,7 @@ def test_the_filter_form_swaps_only_the_list(client_for, members):
     assert "Nothing is waiting" not in html and "No requests match." in html
 
 
-# --- one request -------------------------------------------------------------------------------
+# --- one request ----------------------------------------------------------------------------------
 
 
 def test_the_request_page_shows_the_action_arguments_reason_transcript_memory_and_audit(
@@ -288,7 +288,7 @@ def test_the_request_page_subscribes_to_its_request_instead_of_polling(client_fo
     assert "Approved by <strong>" in text(swapped)
 
 
-# --- deciding ----------------------------------------------------------------------------------
+# --- deciding -------------------------------------------------------------------------------------
 
 
 def test_approving_over_htmx_swaps_the_page_in_place_and_refreshes_the_badge(
@@ -425,7 +425,7 @@ def test_a_decision_for_a_request_someone_may_not_decide_is_403(client_for, memb
     assert load_request(tenant_a, request.pk).status == "pending"
 
 
-# --- the nav badge -----------------------------------------------------------------------------
+# --- the nav badge --------------------------------------------------------------------------------
 
 
 def test_the_badge_counts_what_each_person_may_decide_and_polls(client_for, members):
@@ -460,7 +460,7 @@ def test_the_badge_poll_costs_one_count_of_the_requests(client_for, members):
     assert len(badge_queries) == 1
 
 
-# --- policies ----------------------------------------------------------------------------------
+# --- policies -------------------------------------------------------------------------------------
 
 
 def test_an_admin_adds_edits_and_deletes_a_policy_and_creates_a_group(
@@ -469,7 +469,7 @@ def test_an_admin_adds_edits_and_deletes_a_policy_and_creates_a_group(
     client = client_for("admin")
     created = client.post("/approvals/groups/", {"name": "Finance"})
     assert created.status_code == 302
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         group = ApproverGroup.objects.for_tenant(tenant_a).get(name="Finance")
     manager_id = str(members["manager"].user_id)
     assert (
@@ -491,7 +491,7 @@ def test_an_admin_adds_edits_and_deletes_a_policy_and_creates_a_group(
         },
     )
     assert response.status_code == 302
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         policy = ApprovalPolicy.objects.for_tenant(tenant_a).get()
     assert (policy.amount_threshold, policy.approver_group_id, policy.four_eyes) == (
         100,
@@ -509,7 +509,7 @@ def test_an_admin_adds_edits_and_deletes_a_policy_and_creates_a_group(
         },
     )
     assert edit.status_code == 302
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         policy.refresh_from_db()
     assert (policy.approver_role, policy.approver_group_id, policy.version) == ("admin", None, 2)
     assert client.post(f"/approvals/policies/{policy.pk}/delete/").status_code == 302
@@ -542,7 +542,7 @@ def test_a_bad_policy_is_a_400_naming_the_field_and_saves_nothing(
     response = client_for("admin").post("/approvals/policies/", {**base, **data})
     assert response.status_code == 400
     assert message in response.content.decode()
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         assert not ApprovalPolicy.objects.for_tenant(tenant_a).exists()
 
 

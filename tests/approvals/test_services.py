@@ -12,8 +12,8 @@ from approvals import policies
 from approvals.errors import AlreadyDecided, InvalidArguments, InvalidDecision, NotAnApprover
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide, requests_cancel_for_run
-from tenants.context import tenant_context
 from tenants.principal import Principal
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.approvals.conftest import (
     REFUND,
@@ -37,11 +37,11 @@ def decide(membership_or_principal, request: ApprovalRequest, **kwargs) -> Appro
         else principal(membership_or_principal)
     )
     kwargs.setdefault("approve", True)
-    with tenant_context(actor.tenant.pk):
+    with tenant_scope(actor.tenant.pk):
         return approval_decide(principal=actor, request=request, **kwargs)
 
 
-# --- the engine's pause, and the policy it meets ---------------------------------------------
+# --- the engine's pause, and the policy it meets --------------------------------------------------
 
 
 def test_the_engine_pauses_the_demo_refund_with_a_request_that_names_who_started_it(
@@ -99,7 +99,7 @@ def test_an_amount_at_or_below_the_threshold_is_approved_by_the_policy_and_resum
     members, enqueued, django_capture_on_commit_callbacks
 ):
     add_policy(members["admin"], amount_threshold=Decimal("500.00"))
-    with tenant_context(members["admin"].tenant_id):
+    with tenant_scope(members["admin"].tenant_id):
         assert not policies.approval_required(
             tenant_id=members["admin"].tenant_id, action="issue_refund", amount=400
         )
@@ -116,15 +116,15 @@ def test_an_amount_at_or_below_the_threshold_is_approved_by_the_policy_and_resum
 
 
 def paused_refund_or_resumed(membership):
-    from agents.engine.runner import drive
-    from agents.services import conversation_start
+    from agents.runtime.engine.runner import drive
+    from agents.runtime.services import conversation_start
     from tests.approvals.conftest import DEMO_MESSAGE
 
     actor = principal(membership)
-    with tenant_context(actor.tenant.pk):
+    with tenant_scope(actor.tenant.pk):
         run = conversation_start(principal=actor, agent="refund_desk", message=DEMO_MESSAGE)
     drive(tenant_id=str(actor.tenant.pk), run_id=run.pk, worker="w")
-    with tenant_context(actor.tenant.pk):
+    with tenant_scope(actor.tenant.pk):
         request = ApprovalRequest.objects.for_tenant(actor.tenant).get(run=run)
     return load_run(run), request
 
@@ -136,7 +136,7 @@ def test_an_amount_above_the_threshold_or_unknown_still_waits(members):
     assert make_request(members["member"], amount=100).status == "approved"
 
 
-# --- deciding ---------------------------------------------------------------------------------
+# --- deciding -------------------------------------------------------------------------------------
 
 
 def test_an_approval_resumes_the_run_with_the_decision_once_committed(
@@ -235,13 +235,13 @@ def test_the_second_decider_is_told_who_decided_what(members):
 
 def test_cancelling_the_run_cancels_its_request_and_audits_it(members):
     run, request = paused_refund(members["member"])
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         assert requests_cancel_for_run(tenant_id=run.tenant_id, run_id=run.pk) == 1
     assert load_request(run.tenant, request.pk).status == "cancelled"
     assert audit_actions(request)[-1] == "approval.cancelled"
 
 
-# --- who may decide ----------------------------------------------------------------------------
+# --- who may decide -------------------------------------------------------------------------------
 
 
 def test_four_eyes_keeps_whoever_started_the_run_from_approving_it(members):
@@ -298,7 +298,7 @@ def test_the_decidable_filter_agrees_with_the_rules_for_every_role(members, tena
     rows = [paused_refund(members["member"])[1]]
     add_policy(members["admin"], approver_role="admin")
     rows.append(paused_refund(members["member"])[1])
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         policies.policy_update(
             actor=principal(members["admin"]),
             policy=policies.policy_for(tenant_id=tenant_a.pk, action="issue_refund"),
@@ -310,7 +310,7 @@ def test_the_decidable_filter_agrees_with_the_rules_for_every_role(members, tena
     rows.append(paused_refund(members["admin"])[1])
     for role in ("admin", "manager", "member", "viewer"):
         actor = principal(members[role])
-        with tenant_context(tenant_a.pk):
+        with tenant_scope(tenant_a.pk):
             pending = ApprovalRequest.objects.for_tenant(tenant_a)
             by_filter = set(policies.decidable_by(actor, pending).values_list("pk", flat=True))
         by_rules = {r.pk for r in rows if policies.refusal(actor, r) is None}
@@ -320,7 +320,7 @@ def test_the_decidable_filter_agrees_with_the_rules_for_every_role(members, tena
 def test_a_request_keeps_the_rules_it_was_made_with_when_the_policy_changes(members, tenant_a):
     policy = add_policy(members["admin"], approver_role="admin")
     _, request = paused_refund(members["member"])
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         policies.policy_update(
             actor=principal(members["admin"]), policy=policy, approver_role="manager"
         )
@@ -334,7 +334,7 @@ def test_policy_and_group_changes_are_audited(members, tenant_a):
     group = add_group(members["admin"], "Finance", [members["manager"].user])
     policy = add_policy(members["admin"], approver_group=group)
     actor = principal(members["admin"])
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         policies.policy_update(actor=actor, policy=policy, four_eyes=True)
         policies.policy_delete(actor=actor, policy=policy)
         policies.group_delete(actor=actor, group=group)
@@ -361,7 +361,7 @@ def test_a_group_in_use_by_a_policy_or_a_pending_request_cannot_be_deleted(membe
     policy = add_policy(members["admin"], approver_group=group)
     paused_refund(members["member"])
     actor = principal(members["admin"])
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         policies.policy_delete(actor=actor, policy=policy)
         with pytest.raises(GroupInUse):
             policies.group_delete(actor=actor, group=group)

@@ -10,7 +10,7 @@ from django.apps import apps
 from django.contrib import admin
 from django.test import Client
 
-from agents.console import metrics
+from agents.runtime import metrics
 from config.logging import ContextFilter, JsonFormatter, bind
 from tests import processes
 from tests.agents.console_helpers import ago, make_run

@@ -14,11 +14,11 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RoutePattern
 
-from agents.models import AgentSession, Message, Run, RunEvent
+from agents.runtime.models import AgentSession, Message, Run, RunEvent
 from approvals.models import ApprovalRequest
 from memory.models import MemoryFact
-from tenants.context import tenant_context
 from tenants.models import ApiKey, AuditEvent, Membership, Role
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents.test_api import open_session, waiting_for_approval, waiting_for_event
 from tests.live.conftest import Socket, run_async, session_cookie
@@ -75,7 +75,7 @@ def world(tenant_a, members):
     member = members[Role.MEMBER]
     session = open_session(member)
     approval_run = waiting_for_approval(member, session=session)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         approval = ApprovalRequest.objects.for_tenant(tenant_a).get(run=approval_run)
     other_key = factories.make_api_key(tenant_a, ["read"])
     ids = {
@@ -108,7 +108,7 @@ def fill(route: str, ids: dict) -> str:
 
 def snapshot(tenant) -> dict:
     """What a refused request must leave as it was."""
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         rows = {
             model.__name__: model.objects.for_tenant(tenant).count()
             for model in (AgentSession, Run, RunEvent, Message, ApprovalRequest, AuditEvent)
@@ -251,7 +251,7 @@ def test_the_login_form_refuses_a_nul_before_looking_anyone_up(db):
     assert b"username" in response.content
 
 
-# --- the live websocket ------------------------------------------------------------------------
+# --- the live websocket ---------------------------------------------------------------------------
 
 BAD_MESSAGES = [
     '{"type": "subscribe", "kind": "approvals", "filter": "status=\\u0000"}',
@@ -277,7 +277,7 @@ class Records(logging.Handler):
 
 @pytest.fixture
 def consumer_log():
-    logger = logging.getLogger("agents.consumers")
+    logger = logging.getLogger("agents.live.consumers")
     handler, level = Records(), logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.WARNING)

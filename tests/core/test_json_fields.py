@@ -11,9 +11,9 @@ import pytest
 
 from agents.console.actions import parse_state
 from agents.console.errors import InvalidState
-from agents.definitions import get_agent
-from agents.errors import TransientStepError
-from agents.llm import _tool_call
+from agents.runtime.definitions import get_agent
+from agents.runtime.errors import TransientStepError
+from agents.runtime.llm import _tool_call
 from approvals.arguments import EditableField, coerce
 from tenants.models import Role
 from tests import factories

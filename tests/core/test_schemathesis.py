@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 
 from approvals.models import ApprovalRequest
-from tenants.context import tenant_context
 from tenants.models import Role
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents.test_api import open_session, waiting_for_approval, waiting_for_event
 from tests.memory.conftest import remember
@@ -31,7 +31,7 @@ def real_ids(tenant) -> dict[str, object]:
     viewer = factories.make_member(tenant, Role.VIEWER)
     session = open_session(member)
     approval_run = waiting_for_approval(member, session=session)
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         approval = ApprovalRequest.objects.for_tenant(tenant).get(run=approval_run)
     return {
         "session_id": str(session.pk),

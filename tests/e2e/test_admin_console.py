@@ -8,11 +8,11 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from agents.models import AgentSession, DemoRefund, Run
-from agents.services import run_start
+from agents.runtime.models import AgentSession, DemoRefund, Run
+from agents.runtime.services import run_start
 from config.celery import app as celery_app
-from tenants.context import tenant_context
 from tenants.models import Role
+from tenants.scope import tenant_scope
 from tests import factories, processes
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_console_basics import log_in
@@ -48,7 +48,7 @@ def workers(console_url):
 
 
 def load(run: Run) -> Run:
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         return Run.objects.for_tenant(run.tenant_id).get(pk=run.pk)
 
 
@@ -57,7 +57,7 @@ def test_an_admin_resumes_a_run_whose_worker_was_killed_and_it_completes(
 ):
     tenant, customer = acme
     victim = workers("e2e-console-victim", LLM_SCRIPTED_DELAY_SECONDS="30")
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         session = AgentSession.objects.create(
             tenant=tenant, agent="refund_desk", user=customer.user
         )

@@ -8,10 +8,10 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from agents.models import Run
-from agents.services import conversation_start
-from tenants.context import tenant_context
+from agents.runtime.models import Run
+from agents.runtime.services import conversation_start
 from tenants.models import Role
+from tenants.scope import tenant_scope
 from tests import factories, processes
 from tests.demo_refunds import demo_refunds
 from tests.e2e.conftest import screenshot
@@ -58,7 +58,7 @@ def start_refund(tenant, username: str) -> Run:
     """A customer's conversation with the refund desk, started as the Runs page would."""
     from tenants.models import Membership
 
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         membership = Membership.objects.for_tenant(tenant).get(user__username=username)
         return conversation_start(
             principal=factories.principal_for(membership),
@@ -70,7 +70,7 @@ def start_refund(tenant, username: str) -> Run:
 
 
 def run_status(run: Run) -> str:
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         return Run.objects.for_tenant(run.tenant_id).get(pk=run.pk).status
 
 

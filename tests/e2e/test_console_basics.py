@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tenants.context import tenant_context
 from tenants.models import ApiKey, Role
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.e2e.conftest import screenshot
 
@@ -78,7 +78,7 @@ def test_an_admin_creates_a_key_sees_it_once_and_revokes_it_without_reloading(
     page.get_by_role("button", name="Revoke").click()
     expect(page.get_by_role("cell", name="revoked")).to_be_visible()
     assert page.evaluate("window.__marker") == "same page"  # htmx swapped, no reload
-    with tenant_context(acme.pk):
+    with tenant_scope(acme.pk):
         assert ApiKey.objects.for_tenant(acme).get().revoked_at is not None
 
     page.reload()

@@ -8,10 +8,10 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from agents import services
-from agents.engine.runner import drive
-from tenants.context import tenant_context
+from agents.runtime import services
+from agents.runtime.engine.runner import drive
 from tenants.models import Role
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents import test_context_steps  # noqa: F401  (registers the packs_context agent)
 from tests.e2e.conftest import screenshot
@@ -22,11 +22,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def conversation(monkeypatch):
-    monkeypatch.setattr("agents.tasks.enqueue_run", lambda **_: None)
+    monkeypatch.setattr("agents.runtime.tasks.enqueue_run", lambda **_: None)
     tenant = factories.make_tenant("acme")
     manager = factories.make_member(tenant, Role.MANAGER, user=factories.make_user("mia"))
     principal = factories.principal_for(manager)
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         run = services.conversation_start(
             principal=principal,
             agent="packs_context",
@@ -34,7 +34,7 @@ def conversation(monkeypatch):
             title="Refund for Ada",
         )
     drive(tenant_id=str(tenant.pk), run_id=run.pk, worker="e2e")
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         services.messages_append(
             tenant_id=tenant.pk,
             session_id=run.session_id,

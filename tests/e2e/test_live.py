@@ -10,9 +10,9 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from agents.models import Run, RunEventLog
-from tenants.context import tenant_context
+from agents.runtime.models import Run, RunEventLog
 from tenants.models import Role
+from tenants.scope import tenant_scope
 from tests import factories, processes
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_console_basics import log_in
@@ -83,7 +83,7 @@ def start_run(page, url: str) -> str:
 
 def events_of(run_id: str) -> list[tuple[int, str]]:
     tenant = _tenant_of(run_id)
-    with tenant_context(tenant):
+    with tenant_scope(tenant):
         return list(
             RunEventLog.objects.for_tenant(tenant)
             .filter(run_id=run_id)
@@ -93,9 +93,9 @@ def events_of(run_id: str) -> list[tuple[int, str]]:
 
 
 def _tenant_of(run_id: str):
-    from tenants.context import system_context
+    from tenants.scope import system_scope
 
-    with system_context("test_inspection"):
+    with system_scope("test_inspection"):
         return Run.objects.values_list("tenant_id", flat=True).get(pk=run_id)
 
 
@@ -246,9 +246,9 @@ def test_the_server_restarts_mid_run_and_the_page_catches_up_with_no_gap_and_no_
 
 
 def _status(run_id: str) -> str:
-    from tenants.context import system_context
+    from tenants.scope import system_scope
 
-    with system_context("test_inspection"):
+    with system_scope("test_inspection"):
         return Run.objects.values_list("status", flat=True).get(pk=run_id)
 
 

@@ -10,8 +10,8 @@ from django.conf import settings
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from tenants.context import tenant_context
 from tenants.models import ApiKey, Role
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.e2e.conftest import screenshot
 
@@ -55,7 +55,7 @@ def test_an_admin_makes_a_key_that_expires_and_sees_expired_ones(page, console_u
     tenant = factories.make_tenant("acme")
     factories.make_member(tenant, Role.ADMIN, user=factories.make_user("ada"))
     old = factories.make_api_key(tenant, ["read"]).key
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         ApiKey.objects.for_tenant(tenant).filter(pk=old.pk).update(
             expires_at=timezone.now() - timedelta(days=1)
         )

@@ -10,8 +10,8 @@ import pytest
 from playwright.sync_api import expect
 
 from memory import links, services
-from tenants.context import tenant_context
 from tenants.models import Role
+from tenants.scope import tenant_scope
 from tests import factories, processes
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_console_basics import log_in
@@ -37,7 +37,7 @@ def test_an_end_user_edits_deletes_and_exports_and_the_agent_forgets(
 ):
     tenant, carol = acme
     run_desk(carol, "Please refund $40 for order A-1002, charged twice. Contact me by email.")
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         services.fact_remember(
             tenant_id=tenant.pk, subject_id=carol.user_id, category="profile", text="Lives in Lyon"
         )
@@ -82,7 +82,7 @@ def test_an_end_user_opens_their_privacy_link_and_reaches_that_page_only(
 ):
     tenant, carol = acme
     settings.SECRET_KEY = processes.CHILD_SECRET_KEY  # the link is signed for the server
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         services.fact_remember(
             tenant_id=tenant.pk, subject_id=carol.user_id, category="profile", text="Lives in Lyon"
         )

@@ -7,8 +7,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tenants.context import tenant_context
 from tenants.models import Role
+from tenants.scope import tenant_scope
 from tests import factories, processes
 from tests.demo_refunds import demo_refunds
 from tests.e2e.conftest import screenshot
@@ -91,7 +91,7 @@ def failed_run(tenant, user):
     """A failed run with long JSON, long unbroken strings and a long traceback, as rows."""
     from django.utils import timezone
 
-    from agents.models import AgentSession, Checkpoint, Message, Run, StepAttempt, ToolCall
+    from agents.runtime.models import AgentSession, Checkpoint, Message, Run, StepAttempt, ToolCall
 
     now = timezone.now()
     token = "tok_" + "x" * 220  # one unbroken word, wider than any screen
@@ -101,7 +101,7 @@ def failed_run(tenant, user):
         for i in range(30)
     )
     traceback = f"Traceback (most recent call last):\n{frames}KeyError: 'missing'\n"
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         session = AgentSession.objects.create(tenant=tenant, agent="refund_desk", user=user)
         run = Run.objects.create(
             tenant=tenant,

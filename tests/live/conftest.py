@@ -14,11 +14,11 @@ from channels.db import database_sync_to_async
 from django.db import connections
 from django.test import Client
 
-from agents.engine.runner import drive
 from agents.live.broadcast import flush
-from agents.models import Run, RunEventLog
-from agents.services import conversation_start
-from tenants.context import tenant_context
+from agents.runtime.engine.runner import drive
+from agents.runtime.models import Run, RunEventLog
+from agents.runtime.services import conversation_start
+from tenants.scope import tenant_scope
 from tests import factories
 
 # Long enough for an event to travel worker -> Redis -> consumer -> socket on a busy machine.
@@ -130,7 +130,7 @@ def start_run():
 
     def start(membership, message: str = "hello") -> Run:
         principal = factories.principal_for(membership)
-        with tenant_context(principal.tenant.pk):
+        with tenant_scope(principal.tenant.pk):
             return conversation_start(
                 principal=principal, agent="refund_desk", message=message, title="test"
             )
@@ -150,15 +150,15 @@ step = database_sync_to_async(step_sync)
 @pytest.fixture(autouse=True)
 def _no_queue(monkeypatch):
     """The engine's enqueue goes nowhere: tests drive runs by hand."""
-    monkeypatch.setattr("agents.tasks.enqueue_run", lambda **kwargs: None)
+    monkeypatch.setattr("agents.runtime.tasks.enqueue_run", lambda **kwargs: None)
 
 
 def events_of(run: Run) -> list[tuple[int, str]]:
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         rows = RunEventLog.objects.for_tenant(run.tenant_id).filter(run=run).order_by("seq")
         return list(rows.values_list("seq", "kind"))
 
 
 def reload(run: Run) -> Run:
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         return Run.objects.for_tenant(run.tenant_id).get(pk=run.pk)

@@ -21,7 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from agents.live import broadcast as live
 from agents.live.broadcast import broadcast, flush, run_group, tenant_group
-from agents.per_process import PerProcess
+from core.per_process import PerProcess
 from tests.live.conftest import WAIT, run_async
 
 

@@ -9,8 +9,8 @@ import re
 import pytest
 from channels.db import database_sync_to_async
 
-from tenants.context import tenant_context
 from tenants.models import Membership, Role
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.live.conftest import Socket, reload, run_async, session_cookie, step
 
@@ -38,7 +38,7 @@ def cookies(alice, bob, members, outsider):
     return {m: session_cookie(m.user) for m in everyone}
 
 
-# --- connecting ------------------------------------------------------------------------------
+# --- connecting -----------------------------------------------------------------------------------
 
 
 def test_an_anonymous_socket_is_closed_with_4401():
@@ -67,7 +67,7 @@ def test_a_socket_opened_from_another_site_is_refused_at_the_handshake(cookies, 
     run_async(scenario)
 
 
-# --- one run ---------------------------------------------------------------------------------
+# --- one run --------------------------------------------------------------------------------------
 
 
 def test_a_member_follows_their_own_run_step_by_step(cookies, alice, start_run):
@@ -128,7 +128,7 @@ def test_a_viewer_follows_a_run_but_is_offered_no_cancel_button(cookies, members
     run_async(scenario)
 
 
-# --- the runs list ---------------------------------------------------------------------------
+# --- the runs list --------------------------------------------------------------------------------
 
 
 def test_the_runs_feed_shows_new_runs_and_their_status_but_members_only_their_own(
@@ -167,7 +167,7 @@ def test_the_runs_feed_of_another_tenant_hears_nothing(cookies, outsider, alice,
     run_async(scenario)
 
 
-# --- the approvals feed ----------------------------------------------------------------------
+# --- the approvals feed ---------------------------------------------------------------------------
 
 
 async def drain(ws: Socket) -> str:
@@ -257,7 +257,7 @@ def test_the_approvals_feed_sends_the_inbox_and_badge_to_whom_the_pages_would_sh
     run_async(scenario)
 
 
-# --- bad input -------------------------------------------------------------------------------
+# --- bad input ------------------------------------------------------------------------------------
 
 A_RUN = '"run": "7d3c7f7e-6a55-4c4b-9c61-1f0a3a8f2b10"'
 MALFORMED = [
@@ -278,7 +278,7 @@ def test_malformed_messages_are_ignored_and_logged_and_the_socket_stays_usable(
     cookies, alice, start_run, caplog
 ):
     run = start_run(alice)
-    caplog.set_level(logging.WARNING, logger="agents.consumers")
+    caplog.set_level(logging.WARNING, logger="agents.live.consumers")
 
     async def scenario():
         async with Socket(cookies[alice]) as ws:
@@ -296,7 +296,7 @@ def test_malformed_messages_are_ignored_and_logged_and_the_socket_stays_usable(
 
 
 def test_an_unknown_or_invisible_run_is_refused_and_logged(cookies, alice, caplog):
-    caplog.set_level(logging.WARNING, logger="agents.consumers")
+    caplog.set_level(logging.WARNING, logger="agents.live.consumers")
 
     async def scenario():
         async with Socket(cookies[alice]) as ws:
@@ -313,7 +313,7 @@ def test_a_member_whose_membership_is_removed_is_closed_at_the_next_subscription
     run = start_run(alice)
 
     def remove():
-        with tenant_context(alice.tenant_id):
+        with tenant_scope(alice.tenant_id):
             Membership.objects.for_tenant(alice.tenant_id).filter(pk=alice.pk).delete()
 
     async def scenario():

@@ -11,14 +11,14 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from agents import progress
-from agents.engine import store
-from agents.engine.runner import drive
 from agents.live import render
 from agents.live.broadcast import run_group
-from agents.models import Run, RunEventLog
-from tenants.context import tenant_context
+from agents.runtime import progress
+from agents.runtime.engine import store
+from agents.runtime.engine.runner import drive
+from agents.runtime.models import Run, RunEventLog
 from tenants.models import Role
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.live.conftest import (
     Socket,
@@ -72,20 +72,20 @@ def test_an_event_is_stored_in_the_transaction_of_its_write_and_rolls_back_with_
 ):
     run = start_run(alice)
     before = len(sent)
-    with pytest.raises(RuntimeError), tenant_context(run.tenant_id), transaction.atomic():
+    with pytest.raises(RuntimeError), tenant_scope(run.tenant_id), transaction.atomic():
         number = progress.publish(tenant_id=run.tenant_id, run_id=run.pk, kind="run.status")
         assert number == 3
         raise RuntimeError("the write fails")
     assert events_of(run)[-1] == (2, "message.appended") and reload(run).event_seq == 2
     assert len(sent) == before  # nothing was sent for a write that never happened
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         assert progress.publish(tenant_id=run.tenant_id, run_id=run.pk, kind="run.status") == 3
 
 
 def test_events_are_sent_after_commit_never_before(alice, start_run, sent):
     run = start_run(alice)
     before = len(sent)
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         progress.publish(tenant_id=run.tenant_id, run_id=run.pk, kind="run.status", status="x")
         assert len(sent) == before  # still inside the transaction
     assert sent[-1]["seq"] == 3 and sent[-1]["status"] == "x"
@@ -96,7 +96,7 @@ def test_a_superseded_worker_writes_no_event(alice, start_run):
     tenant = str(run.tenant_id)
     stale = store.claim(tenant_id=tenant, run_id=run.pk, worker="stale", lease_seconds=0.01)
     assert stale is not None and stale.event_seq == 3
-    with tenant_context(tenant):  # the lease expires
+    with tenant_scope(tenant):  # the lease expires
         Run.objects.for_tenant(tenant).filter(pk=run.pk).update(lease_expires_at=PAST)
     assert drive(tenant_id=tenant, run_id=run.pk, worker="fresh").status == "succeeded"
     numbers = [seq for seq, _ in events_of(run)]
@@ -165,5 +165,5 @@ def _drive_silently(run: Run) -> None:
         drive(tenant_id=str(run.tenant_id), run_id=run.pk, worker="w")
     finally:
         progress._subscribers.extend(subscribers)
-    with tenant_context(run.tenant_id):
+    with tenant_scope(run.tenant_id):
         assert RunEventLog.objects.for_tenant(run.tenant_id).filter(run=run).count() == 6

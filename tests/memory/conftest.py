@@ -8,14 +8,14 @@ import pytest
 
 from memory import indexing, services
 from memory.models import MemoryFact
-from tenants.context import tenant_context
+from tenants.scope import tenant_scope
 
 HX = {"HTTP_HX_REQUEST": "true"}
 
 
 def remember(membership, text: str, category: str = "preference", **kwargs: Any) -> MemoryFact:
     """A fact about the member, written as the services write it."""
-    with tenant_context(membership.tenant_id):
+    with tenant_scope(membership.tenant_id):
         return services.fact_remember(
             tenant_id=membership.tenant_id,
             subject_id=membership.user_id,
@@ -26,7 +26,7 @@ def remember(membership, text: str, category: str = "preference", **kwargs: Any)
 
 
 def facts_of(membership, *, live_only: bool = False) -> list[MemoryFact]:
-    with tenant_context(membership.tenant_id):
+    with tenant_scope(membership.tenant_id):
         rows = MemoryFact.objects.for_tenant(membership.tenant_id).filter(
             subject_id=membership.user_id
         )
@@ -37,7 +37,7 @@ def facts_of(membership, *, live_only: bool = False) -> list[MemoryFact]:
 
 def embed_all(membership) -> int:
     """What the embedding task does on a worker, done here and now."""
-    with tenant_context(membership.tenant_id):
+    with tenant_scope(membership.tenant_id):
         ids = list(MemoryFact.objects.for_tenant(membership.tenant_id).values_list("pk", flat=True))
     return indexing.embed_facts(tenant_id=membership.tenant_id, fact_ids=ids)
 

@@ -29,7 +29,7 @@ def ada(members):
     return members["member"]
 
 
-# --- role matrix ---------------------------------------------------------------------------------
+# --- role matrix ----------------------------------------------------------------------------------
 
 # The member's own facts: a person acts only for themselves (staff read with support access).
 READ_MEMBERS_FACTS = {"admin": 404, "manager": 404, "member": 200, "viewer": 404, "outsider": 404}
@@ -74,7 +74,7 @@ def test_an_api_key_acts_for_any_member_of_its_tenant_but_not_beyond(api, ada, o
     assert len(facts_of(outsider)) == 1
 
 
-# --- behaviour ------------------------------------------------------------------------------
+# --- behaviour ------------------------------------------------------------------------------------
 
 
 def test_patch_makes_a_new_version_and_patching_the_old_one_is_a_conflict(api, ada):

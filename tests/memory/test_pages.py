@@ -12,8 +12,8 @@ import re
 import pytest
 
 from memory.models import MemoryFact
-from tenants.context import tenant_context
 from tenants.models import AuditEvent
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.memory.conftest import HX, facts_of, remember
 
@@ -35,11 +35,11 @@ def grant_support(members, on: bool = True) -> None:
     from memory.services import support_access_set
 
     admin = factories.principal_for(members["admin"])
-    with tenant_context(admin.tenant.pk):
+    with tenant_scope(admin.tenant.pk):
         support_access_set(actor=admin, enabled=on)
 
 
-# --- the role matrix ---------------------------------------------------------------------------
+# --- the role matrix ------------------------------------------------------------------------------
 
 OWN_PAGE = {"admin": 200, "manager": 200, "member": 200, "viewer": 200, "outsider": 200}
 SETTINGS = {"admin": 200, "manager": 403, "member": 403, "viewer": 403, "outsider": 200}
@@ -87,7 +87,7 @@ def test_every_support_view_is_audited_and_read_only(client_for, members, ada_fa
     page = client_for("manager").get(f"/memory/?subject={members['member'].user_id}")
     assert "Prefers to be contacted by email" in text(page)
     assert "Delete</button>" not in text(page) and "through support access" in text(page)
-    with tenant_context(members["admin"].tenant_id):
+    with tenant_scope(members["admin"].tenant_id):
         viewed = AuditEvent.objects.for_tenant(members["admin"].tenant_id).filter(
             action="memory.support_viewed", target_id=str(members["member"].user_id)
         )
@@ -99,7 +99,7 @@ def test_anonymous_visitors_are_sent_to_log_in(client_for):
     assert response.status_code == 302 and response["Location"].startswith("/login/")
 
 
-# --- the page ----------------------------------------------------------------------------------
+# --- the page -------------------------------------------------------------------------------------
 
 
 def test_the_page_groups_facts_and_shows_provenance_expiry_and_history(client_for, members):
@@ -167,13 +167,13 @@ def test_delete_all_needs_the_confirmation_box(client_for, members, ada_fact):
 
 
 def test_export_holds_facts_with_history_and_my_transcripts_only(client_for, members):
-    from agents.models import AgentSession, Message
+    from agents.runtime.models import AgentSession, Message
 
     ada = members["member"]
     remember(ada, "Prefers phone", key="contact.channel")
     remember(ada, "Prefers email", key="contact.channel")
     remember(members["viewer"], "Someone else's fact")
-    with tenant_context(ada.tenant_id):
+    with tenant_scope(ada.tenant_id):
         session = AgentSession.objects.create(tenant_id=ada.tenant_id, user=ada.user, agent="x")
         Message.objects.create(
             tenant_id=ada.tenant_id, session=session, seq=1, role="user", content="hello desk"
@@ -209,6 +209,6 @@ def test_admins_set_support_access_and_category_policies(client_for, members):
 
 
 def test_facts_rows_vanish_from_the_table_on_delete(members, ada_fact):
-    with tenant_context(ada_fact.tenant_id):
+    with tenant_scope(ada_fact.tenant_id):
         MemoryFact.objects.for_tenant(ada_fact.tenant_id).filter(pk=ada_fact.pk).delete()
     assert facts_of(members["member"]) == []

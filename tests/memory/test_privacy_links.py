@@ -17,8 +17,8 @@ from django.test import Client
 from agents.live.access import principal_for
 from memory import links
 from memory.models import PrivacyLinkUse
-from tenants.context import tenant_context
 from tenants.models import AuditEvent, Membership, Role
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.live.conftest import Socket, run_async
 from tests.memory.conftest import facts_of, remember
@@ -42,18 +42,18 @@ def mint(client: Client, subject_id: int):
 
 
 def link_for(membership) -> str:
-    with tenant_context(membership.tenant_id):
+    with tenant_scope(membership.tenant_id):
         url, _ = links.link_make(tenant_id=membership.tenant_id, subject_id=membership.user_id)
     return url
 
 
 def uses_of(membership) -> int:
-    with tenant_context(membership.tenant_id):
+    with tenant_scope(membership.tenant_id):
         return PrivacyLinkUse.objects.for_tenant(membership.tenant_id).count()
 
 
 def audit(tenant_id, action: str) -> list[AuditEvent]:
-    with tenant_context(tenant_id):
+    with tenant_scope(tenant_id):
         return list(AuditEvent.objects.for_tenant(tenant_id).filter(action=action).order_by("id"))
 
 
@@ -73,7 +73,7 @@ def redeemed(ada) -> Client:
     return client
 
 
-# --- who may make a link -------------------------------------------------------------------
+# --- who may make a link --------------------------------------------------------------------------
 
 
 def test_a_write_only_key_may_not_make_a_privacy_link(tenant_a, ada):
@@ -96,7 +96,7 @@ def test_a_person_cannot_make_a_link_even_an_admin(client_for, ada):
     assert mint(client_for("admin"), ada.user_id).status_code == 404
 
 
-# --- opening and redeeming -------------------------------------------------------------------
+# --- opening and redeeming ------------------------------------------------------------------------
 
 
 def test_opening_a_link_twice_shows_a_confirmation_and_leaves_it_valid(ada):
@@ -147,7 +147,7 @@ def test_a_bad_or_expired_link_gets_a_clear_page_not_a_login_loop(ada, settings)
 
 def test_a_person_removed_from_the_tenant_after_the_link_was_made_cannot_redeem_it(ada):
     url = link_for(ada)
-    with tenant_context(ada.tenant_id):
+    with tenant_scope(ada.tenant_id):
         Membership.objects.for_tenant(ada.tenant_id).filter(pk=ada.pk).delete()
     assert Client().get(url).status_code == 410
     response = Client().post(url)
@@ -157,7 +157,7 @@ def test_a_person_removed_from_the_tenant_after_the_link_was_made_cannot_redeem_
 
 def test_a_person_promoted_to_staff_after_the_link_was_made_cannot_redeem_it(ada):
     url = link_for(ada)
-    with tenant_context(ada.tenant_id):
+    with tenant_scope(ada.tenant_id):
         Membership.objects.for_tenant(ada.tenant_id).filter(pk=ada.pk).update(role=Role.MANAGER)
     assert Client().post(url).status_code == 410
 
@@ -175,7 +175,7 @@ def test_redeeming_is_audited_with_the_person_as_actor(ada):
     assert (event.target_type, event.target_id) == ("auth.user", str(ada.user_id))
 
 
-# --- what the link's session reaches ------------------------------------------------------------
+# --- what the link's session reaches --------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -267,7 +267,7 @@ def test_a_link_opened_in_a_logged_in_browser_restricts_that_session(ada):
     assert client.get("/runs/").status_code == 302
 
 
-# --- API-key reads are audited -----------------------------------------------------------------
+# --- API-key reads are audited --------------------------------------------------------------------
 
 
 def test_an_api_keys_reads_of_a_persons_memories_are_audited_once_per_request(tenant_a, ada):

@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from memory import retention, services
 from memory.models import MemoryFact
-from tenants.context import system_context, tenant_context
 from tenants.models import AuditEvent
+from tenants.scope import system_scope, tenant_scope
 from tests import factories
 from tests.memory.conftest import facts_of, remember
 
@@ -21,7 +21,7 @@ LATER = dt.timedelta(days=31)
 @pytest.fixture
 def thirty_day_preferences(members):
     admin = factories.principal_for(members["admin"])
-    with tenant_context(admin.tenant.pk):
+    with tenant_scope(admin.tenant.pk):
         services.policy_set(actor=admin, category="preference", ttl_days=30)
 
 
@@ -43,7 +43,7 @@ def test_expired_facts_are_hard_deleted_in_batches_with_their_history(
 def test_each_sweep_batch_records_its_counts_in_the_audit_log(members, thirty_day_preferences):
     remember(members["member"], "Likes tea")
     retention.purge_expired_facts(now=timezone.now() + LATER)
-    with system_context("test_inspection"):
+    with system_scope("test_inspection"):
         event = AuditEvent.objects.filter(action="system.memory_ttl_sweep").first()
     assert event is not None and event.after["deleted"] == 1
     assert event.after["by_tenant"] == {str(members["member"].tenant_id): 1}
@@ -52,7 +52,7 @@ def test_each_sweep_batch_records_its_counts_in_the_audit_log(members, thirty_da
 def test_a_refreshed_fact_lives_on_from_its_refresh(members, thirty_day_preferences):
     ada = members["member"]
     fact = remember(ada, "Likes tea")
-    with tenant_context(ada.tenant_id):
+    with tenant_scope(ada.tenant_id):
         MemoryFact.objects.filter(pk=fact.pk).update(
             expires_at=timezone.now() + dt.timedelta(days=1)
         )
@@ -61,10 +61,10 @@ def test_a_refreshed_fact_lives_on_from_its_refresh(members, thirty_day_preferen
 
 
 def test_conversations_past_retention_go_with_their_transcripts(members):
-    from agents.models import AgentSession, Message
+    from agents.runtime.models import AgentSession, Message
 
     ada = members["member"]
-    with tenant_context(ada.tenant_id):
+    with tenant_scope(ada.tenant_id):
         old = AgentSession.objects.create(tenant_id=ada.tenant_id, user=ada.user, agent="x")
         Message.objects.create(
             tenant_id=ada.tenant_id, session=old, seq=1, role="user", content="a"
@@ -74,16 +74,16 @@ def test_conversations_past_retention_go_with_their_transcripts(members):
             updated_at=timezone.now() - dt.timedelta(days=91)
         )
     assert retention.purge_old_sessions() == 1
-    with tenant_context(ada.tenant_id):
+    with tenant_scope(ada.tenant_id):
         assert list(AgentSession.objects.values_list("pk", flat=True)) == [recent.pk]
         assert Message.objects.count() == 0
 
 
 def test_checkpoints_of_runs_finished_a_week_ago_go_and_others_stay(members):
-    from agents.models import Checkpoint, Run
+    from agents.runtime.models import Checkpoint, Run
 
     ada = members["member"]
-    with tenant_context(ada.tenant_id):
+    with tenant_scope(ada.tenant_id):
         runs = {}
         for name, status, age in [
             ("old_done", "succeeded", 8),
@@ -105,7 +105,7 @@ def test_checkpoints_of_runs_finished_a_week_ago_go_and_others_stay(members):
             )
             runs[name] = run.pk
     assert retention.purge_old_checkpoints() == 1
-    with tenant_context(ada.tenant_id):
+    with tenant_scope(ada.tenant_id):
         left = set(Checkpoint.objects.values_list("run_id", flat=True))
     assert left == {runs["new_done"], runs["old_waiting"]}
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from memory import retrieval
 from memory.models import MemoryFact
 from memory.selectors import facts_for_context
-from tenants.context import tenant_context
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.memory.conftest import embed_all, remember
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 
 def recall(membership, query: str, budget: int = 400):
-    with tenant_context(membership.tenant_id):
+    with tenant_scope(membership.tenant_id):
         return facts_for_context(
             tenant_id=membership.tenant_id,
             subject_id=membership.user_id,
@@ -44,7 +44,7 @@ def test_row_level_security_hides_another_tenants_facts_even_if_the_query_names_
     ada = members["member"]
     remember(ada, "Prefers email")
     # Tenant B's context asking for tenant A's subject by id: the database shows no rows.
-    with tenant_context(tenant_b.pk):
+    with tenant_scope(tenant_b.pk):
         found = retrieval.search(tenant_id=ada.tenant_id, subject_id=ada.user_id, query="email")
         assert found == []
         assert MemoryFact.objects.filter(subject_id=ada.user_id).count() == 0
@@ -55,7 +55,7 @@ def test_superseded_and_expired_facts_are_never_retrieved(members, no_embeddings
     remember(ada, "Prefers contact by phone", key="contact.channel")
     remember(ada, "Prefers contact by email", key="contact.channel")
     old = remember(ada, "Prefers contact by fax")
-    with tenant_context(ada.tenant_id):
+    with tenant_scope(ada.tenant_id):
         MemoryFact.objects.filter(pk=old.pk).update(
             expires_at=timezone.now() - dt.timedelta(seconds=1)
         )
@@ -114,8 +114,8 @@ def test_facts_embedded_by_another_model_are_embedded_again(members):
     ada = members["member"]
     fact = remember(ada, "Prefers tea")
     embed_all(ada)
-    with tenant_context(ada.tenant_id):
+    with tenant_scope(ada.tenant_id):
         MemoryFact.objects.filter(pk=fact.pk).update(embedding_model="old-model")
     assert indexing.backfill() >= 1
-    with tenant_context(ada.tenant_id):
+    with tenant_scope(ada.tenant_id):
         assert MemoryFact.objects.get(pk=fact.pk).embedding_model.startswith("local:")

@@ -7,7 +7,7 @@ import pytest
 from memory import errors, services
 from memory.models import MemoryFact
 from memory.secrets import secret_kind
-from tenants.context import tenant_context
+from tenants.scope import tenant_scope
 from tests import factories
 from tests.memory.conftest import embed_all, facts_of, remember
 
@@ -86,7 +86,7 @@ def test_editing_keeps_history_and_editing_a_superseded_fact_is_a_conflict(membe
     ada = members["member"]
     fact = remember(ada, "Lives in Lyon")
     actor = factories.principal_for(ada)
-    with tenant_context(ada.tenant_id):
+    with tenant_scope(ada.tenant_id):
         new = services.fact_edit(actor=actor, fact=fact, text="Lives in Paris")
         fact.refresh_from_db()
         assert fact.superseded_by_id == new.pk and new.source_kind == "user"
@@ -98,7 +98,7 @@ def test_editing_keeps_history_and_editing_a_superseded_fact_is_a_conflict(membe
 def test_a_category_agents_may_not_write_refuses_agent_writes_but_not_the_user(members):
     admin = factories.principal_for(members["admin"])
     ada = members["member"]
-    with tenant_context(admin.tenant.pk):
+    with tenant_scope(admin.tenant.pk):
         services.policy_set(actor=admin, category="profile", agents_may_write=False)
     with pytest.raises(errors.CategoryNotWritable):
         remember(ada, "Is 42 years old", category="profile", by_agent=True)
@@ -108,7 +108,7 @@ def test_a_category_agents_may_not_write_refuses_agent_writes_but_not_the_user(m
 def test_a_tenant_can_add_a_category_with_its_own_ttl_and_cap(members):
     admin = factories.principal_for(members["admin"])
     ada = members["member"]
-    with tenant_context(admin.tenant.pk):
+    with tenant_scope(admin.tenant.pk):
         services.policy_set(actor=admin, category="diet", ttl_days=10, max_facts_per_subject=2)
     a = remember(ada, "Vegetarian", category="diet")
     remember(ada, "No nuts", category="diet")
@@ -119,12 +119,12 @@ def test_a_tenant_can_add_a_category_with_its_own_ttl_and_cap(members):
 
 
 def test_deleting_a_fact_removes_every_version_and_redacts_summaries_quoting_it(members):
-    from agents.models import AgentSession
+    from agents.runtime.models import AgentSession
 
     ada = members["member"]
     fact = remember(ada, "Prefers phone", key="contact.channel")
     fact = remember(ada, "Prefers to be contacted by email", key="contact.channel")
-    with tenant_context(ada.tenant_id):
+    with tenant_scope(ada.tenant_id):
         session = AgentSession.objects.create(
             tenant_id=ada.tenant_id,
             user=ada.user,
@@ -143,7 +143,7 @@ def test_delete_all_forgets_only_this_person_in_this_tenant(members, tenant_b):
     stranger = factories.make_member(tenant_b)
     for m in (ada, bob, stranger):
         remember(m, "Likes tea")
-    with tenant_context(ada.tenant_id):
+    with tenant_scope(ada.tenant_id):
         services.facts_delete_all(
             actor=factories.principal_for(ada), tenant_id=ada.tenant_id, subject_id=ada.user_id
         )

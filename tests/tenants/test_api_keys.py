@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from tenants.context import tenant_context
 from tenants.models import ApiKey, AuditEvent
+from tenants.scope import tenant_scope
 from tests import factories
 
 
@@ -21,7 +21,7 @@ def api(key: str | None = None) -> Client:
 
 def test_only_a_hash_of_the_key_is_stored(tenant_a):
     created = factories.make_api_key(tenant_a)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         stored = ApiKey.objects.for_tenant(tenant_a).get()
     assert created.raw not in json.dumps(
         {f.attname: str(getattr(stored, f.attname)) for f in ApiKey._meta.fields}
@@ -35,7 +35,7 @@ def test_a_valid_key_authenticates_as_its_tenant_and_records_last_use(tenant_a):
     assert response.status_code == 200, response.content
     assert response.json()["tenant"]["slug"] == "acme-test"
     assert response.json()["scopes"] == ["read"]
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         assert ApiKey.objects.for_tenant(tenant_a).get().last_used_at is not None
 
 
@@ -54,7 +54,7 @@ def test_a_missing_or_malformed_key_gets_401_with_a_json_error(db, header):
 
 def test_a_revoked_key_gets_401(tenant_a):
     created = factories.make_api_key(tenant_a)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         ApiKey.objects.for_tenant(tenant_a).update(revoked_at="2026-01-01T00:00Z")
     assert api(created.raw).get("/api/v1/me").status_code == 401
 
@@ -109,7 +109,7 @@ def test_another_tenants_key_id_is_404_not_403(tenant_a, tenant_b):
     assert api(foreign.raw).get("/api/v1/me").status_code == 200
 
 
-# --- expiry -----------------------------------------------------------------------------------
+# --- expiry ---------------------------------------------------------------------------------------
 
 
 def _create(admin_raw: str, **extra):
@@ -144,13 +144,13 @@ def test_an_expiry_outside_one_to_3650_days_is_refused_and_creates_nothing(tenan
     assert response.status_code == 400
     assert response.json()["code"] == "invalid"
     assert set(response.json()["fields"]) == {"expires_in_days"}
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         assert ApiKey.objects.for_tenant(tenant_a).count() == 1  # the admin's own key
 
 
 def test_an_expired_key_gets_401_saying_so(tenant_a):
     created = factories.make_api_key(tenant_a, ["read"])
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         ApiKey.objects.for_tenant(tenant_a).filter(pk=created.key.pk).update(
             expires_at=timezone.now() - timedelta(seconds=1)
         )
@@ -171,7 +171,7 @@ def test_the_console_form_sets_an_expiry_or_none(client_for, tenant_a):
     assert admin.post("/admin/api-keys/", {"name": "forever", "scopes": ["read"]}).status_code == (
         200
     )
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         keys = {k.name: k for k in ApiKey.objects.for_tenant(tenant_a)}
     expected = timezone.now() + timedelta(days=7)
     assert abs((keys["ci"].expires_at - expected).total_seconds()) < 60
@@ -185,7 +185,7 @@ def test_the_console_form_refuses_a_bad_expiry(client_for, tenant_a, days):
     )
     assert response.status_code == 400
     assert 'id="expires-error"' in response.content.decode()
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         assert not ApiKey.objects.for_tenant(tenant_a).filter(name="ci").exists()
 
 
@@ -193,7 +193,7 @@ def test_the_keys_page_shows_the_expiry_and_marks_expired_keys(client_for, tenan
     live = factories.make_api_key(tenant_a, ["read"])
     dead = factories.make_api_key(tenant_a, ["read"])
     later = timezone.now() + timedelta(days=10)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         ApiKey.objects.for_tenant(tenant_a).filter(pk=live.key.pk).update(expires_at=later)
         ApiKey.objects.for_tenant(tenant_a).filter(pk=dead.key.pk).update(
             expires_at=timezone.now() - timedelta(days=1)
@@ -208,7 +208,7 @@ def test_the_keys_page_shows_the_expiry_and_marks_expired_keys(client_for, tenan
 def test_the_expiry_is_audited_at_creation(tenant_a):
     admin_key = factories.make_api_key(tenant_a, ["admin"])
     response = _create(admin_key.raw, expires_in_days=5)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         event = AuditEvent.objects.for_tenant(tenant_a).filter(action="api_key.created").first()
     recorded = datetime.fromisoformat(event.after["expires_at"])
     assert recorded == datetime.fromisoformat(response.json()["expires_at"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, transaction
 
-from tenants.context import system_context, tenant_context
 from tenants.models import AuditEvent, Tenant
+from tenants.scope import system_scope, tenant_scope
 from tenants.services import audit_record
 from tests import factories
 
@@ -14,7 +14,7 @@ from tests import factories
 def test_audit_record_keeps_actor_action_target_and_change(db, tenant_a):
     admin = factories.make_member(tenant_a, "admin")
     principal = factories.principal_for(admin)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         event = audit_record(
             tenant=tenant_a,
             actor=principal,
@@ -32,25 +32,25 @@ def test_audit_record_keeps_actor_action_target_and_change(db, tenant_a):
 
 def test_audit_events_cannot_be_updated_even_by_their_own_tenant(db, tenant_a):
     event = factories.make_row(AuditEvent, tenant_a)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
             AuditEvent.objects.filter(pk=event.pk).update(action="rewritten")
 
 
 def test_audit_events_cannot_be_deleted_outside_the_system_context(db, tenant_a):
     event = factories.make_row(AuditEvent, tenant_a)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
             AuditEvent.objects.filter(pk=event.pk).delete()
-    with system_context("audit_retention"):
+    with system_scope("audit_retention"):
         assert AuditEvent.objects.filter(pk=event.pk).delete()[0] == 1
 
 
 def test_the_system_context_sees_every_tenant_and_audits_what_it_changed(db, tenant_a, tenant_b):
-    with system_context("test_sweep") as ctx:
+    with system_scope("test_sweep") as ctx:
         assert {"acme-test", "globex-test"} <= set(Tenant.objects.values_list("slug", flat=True))
         ctx.record(purged=3)
-    with system_context("test_inspection"):
+    with system_scope("test_inspection"):
         event = AuditEvent.objects.filter(action="system.test_sweep").get()
     assert event.tenant is None
     assert event.actor_label == "system:test_sweep"
@@ -58,12 +58,12 @@ def test_the_system_context_sees_every_tenant_and_audits_what_it_changed(db, ten
 
 
 def test_a_system_context_needs_a_plain_name(db):
-    with pytest.raises(ValueError), system_context("drop table; --"):
+    with pytest.raises(ValueError), system_scope("drop table; --"):
         pass
 
 
 def test_creating_a_tenant_is_audited(db):
     tenant = factories.make_tenant("audited")
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         actions = list(AuditEvent.objects.for_tenant(tenant).values_list("action", flat=True))
     assert actions == ["tenant.created"]

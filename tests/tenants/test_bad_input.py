@@ -7,9 +7,9 @@ from django.db import connection
 from django.http import HttpResponse
 from django.test import RequestFactory
 
-from tenants.context import tenant_context, transaction_scope
 from tenants.middleware import TenantMiddleware
 from tenants.models import ApiKey, AuditEvent
+from tenants.scope import tenant_scope, transaction_scope
 from tests import factories
 from tests.tenants.test_api_keys import api
 
@@ -25,7 +25,7 @@ def test_malformed_json_gets_400_and_writes_nothing(tenant_a, admin_key):
     )
     assert response.status_code == 400
     assert response.json()["code"] == "malformed_request"
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         assert ApiKey.objects.for_tenant(tenant_a).count() == 1
 
 
@@ -43,7 +43,7 @@ def test_demoting_the_last_admin_is_refused_with_409_and_nothing_changes(tenant_
     admin = factories.make_member(tenant_a, "admin")
     key = factories.make_api_key(tenant_a, ["admin"])
     # make_api_key made a second admin; demote it first so `admin` is the last one.
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         from tenants.models import Membership
 
         others = Membership.objects.for_tenant(tenant_a).exclude(pk=admin.pk)
@@ -53,7 +53,7 @@ def test_demoting_the_last_admin_is_refused_with_409_and_nothing_changes(tenant_
     )
     assert response.status_code == 409
     assert response.json()["code"] == "last_admin"
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         admin.refresh_from_db()
     assert admin.role == "admin"
 
@@ -76,7 +76,7 @@ def test_a_request_that_fails_halfway_leaves_nothing_written(tenant_a):
     request.session = {}
     with pytest.raises(RuntimeError):
         TenantMiddleware(view_that_writes_then_fails)(request)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         assert not AuditEvent.objects.for_tenant(tenant_a).filter(action="half.written").exists()
 
 

@@ -12,8 +12,8 @@ from django.test import Client
 from django.utils import timezone
 
 from tenants.client_ip import client_ip
-from tenants.context import tenant_context
 from tenants.models import AuditEvent, Role
+from tenants.scope import tenant_scope
 from tests import factories, processes
 
 WRONG = "not the password"
@@ -135,7 +135,7 @@ def test_failed_attempts_are_committed_although_the_login_page_answers_with_an_e
     assert row[0] >= settings.AXES_FAILURE_LIMIT + 1
 
 
-# --- admins unlock --------------------------------------------------------------------------
+# --- admins unlock --------------------------------------------------------------------------------
 
 
 def test_the_members_page_marks_a_locked_member_and_offers_to_unlock(client_for, members, alice):
@@ -161,7 +161,7 @@ def test_an_admin_unlocks_a_member_who_then_logs_in_and_it_is_audited(
     assert not AccessAttempt.objects.filter(username=alice.user.username).exists()
     response = log_in(client, alice.user.username, factories.PASSWORD)
     assert response.status_code == 302 and logged_in(client)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         event = AuditEvent.objects.for_tenant(tenant_a).get(action="membership.unlocked")
     assert event.actor_user == members[Role.ADMIN].user
     assert event.target_id == str(alice.pk)
@@ -191,7 +191,7 @@ def test_unlocking_needs_a_post(client_for, alice):
     assert client_for("admin").get(f"/admin/members/{alice.pk}/unlock/").status_code == 405
 
 
-# --- the client's address ----------------------------------------------------------------
+# --- the client's address -------------------------------------------------------------------------
 
 
 class FakeRequest:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.forms.models import model_to_dict
 
-from tenants import context
+from tenants import scope
 from tenants.models import Membership, Role, Tenant
 from tenants.selectors import memberships_for_user
 from tests import factories
@@ -17,10 +17,10 @@ def test_memberships_for_user_match_the_orm_query_field_for_field(db):
     factories.make_tenant("not-mine")
     factories.make_member(zeta, Role.MANAGER, user=user)
     factories.make_member(alpha, Role.ADMIN, user=user)
-    with context.system_context("test"):
+    with scope.system_scope("test"):
         Tenant.objects.filter(pk=alpha.pk).update(api_rate_limits={"write": "5/min"})
-    with context.transaction_scope():
-        context.activate(tenant_id=None, user_id=user.pk)
+    with scope.transaction_scope():
+        scope.activate(tenant_id=None, user_id=user.pk)
         fast = memberships_for_user(user)
         orm = list(
             Membership.objects.filter(user=user).select_related("tenant").order_by("tenant__name")

@@ -12,12 +12,12 @@ from django.test import Client
 from django.urls import resolve
 from rest_framework.test import APIRequestFactory
 
-from agents.models import Run
+from agents.runtime.models import Run
 from tenants import throttling
-from tenants.context import system_context, tenant_context
 from tenants.models import AuditEvent, Role, Tenant
 from tenants.principal import Principal
 from tenants.rates import Rate, parse_rate
+from tenants.scope import system_scope, tenant_scope
 from tests import factories
 
 RUN = {"agent": "refund_desk", "input": {"customer": "c-1", "message": "hi"}}
@@ -32,12 +32,12 @@ def start_run(client: Client):
 
 
 def runs(tenant) -> int:
-    with tenant_context(tenant.pk):
+    with tenant_scope(tenant.pk):
         return Run.objects.for_tenant(tenant).count()
 
 
 def set_overrides(tenant: Tenant, limits: dict) -> None:
-    with system_context("test_rate_limits"):
+    with system_scope("test_rate_limits"):
         Tenant.objects.filter(pk=tenant.pk).update(api_rate_limits=limits)
 
 
@@ -127,7 +127,7 @@ def test_a_limit_off_in_the_settings_never_refuses(settings, writer):
         assert start_run(api(writer)).status_code == 201
 
 
-# --- which calls count as writes ------------------------------------------------------------
+# --- which calls count as writes ------------------------------------------------------------------
 
 WRITES = [
     ("POST", "/api/v1/runs"),
@@ -181,7 +181,7 @@ def test_every_view_declares_known_buckets_only():
         assert all(n in (None, "read", "write") for n in names), view
 
 
-# --- counting -------------------------------------------------------------------------------
+# --- counting -------------------------------------------------------------------------------------
 
 
 def _request_for(principal: Principal):
@@ -209,7 +209,7 @@ def test_without_redis_the_api_stays_open_and_warns_once(settings, writer, caplo
     assert len(warnings) == 1 and "Redis" in warnings[0].getMessage()
 
 
-# --- the rates themselves ---------------------------------------------------------------------
+# --- the rates themselves -------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -259,7 +259,7 @@ def test_valid_tenant_overrides_pass(tenant_a):
     tenant_a.full_clean()
 
 
-# --- setting overrides ----------------------------------------------------------------------
+# --- setting overrides ----------------------------------------------------------------------------
 
 
 def test_the_command_sets_shows_and_resets_a_tenants_overrides_and_audits_it(tenant_a):
@@ -267,12 +267,12 @@ def test_the_command_sets_shows_and_resets_a_tenants_overrides_and_audits_it(ten
     call_command("tenant_rate_limits", tenant_a.slug, "--write", "10/min", stdout=out)
     assert "write: 10/min (override)" in out.getvalue()
     assert "read: 1000000/min (setting)" in out.getvalue()
-    with system_context("test_rate_limits"):
+    with system_scope("test_rate_limits"):
         assert Tenant.objects.get(pk=tenant_a.pk).api_rate_limits == {"write": "10/min"}
     call_command("tenant_rate_limits", tenant_a.slug, "--reset", stdout=io.StringIO())
-    with system_context("test_rate_limits"):
+    with system_scope("test_rate_limits"):
         assert Tenant.objects.get(pk=tenant_a.pk).api_rate_limits == {}
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         changes = AuditEvent.objects.for_tenant(tenant_a).filter(
             action="tenant.rate_limits_changed"
         )
@@ -283,7 +283,7 @@ def test_the_command_sets_shows_and_resets_a_tenants_overrides_and_audits_it(ten
 def test_the_command_refuses_a_bad_rate_and_changes_nothing(tenant_a, args):
     with pytest.raises(CommandError):
         call_command("tenant_rate_limits", tenant_a.slug, *args, stdout=io.StringIO())
-    with system_context("test_rate_limits"):
+    with system_scope("test_rate_limits"):
         assert Tenant.objects.get(pk=tenant_a.pk).api_rate_limits == {}
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tenants.context import tenant_context
+from tenants.scope import tenant_scope
 from tests import factories
 
 ALL = {"admin": 200, "manager": 200, "member": 200, "viewer": 200}
@@ -121,7 +121,7 @@ def test_the_outsiders_action_changes_nothing_in_tenant_a(client_for, objects, t
         {"role": "admin"},
         content_type="application/json",
     )
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         assert ApiKey.objects.for_tenant(tenant_a).get(pk=objects["key"]).revoked_at is None
         assert Membership.objects.for_tenant(tenant_a).get(pk=objects["membership"]).role == (
             "viewer"

@@ -6,8 +6,8 @@ import pytest
 from django.apps import apps
 from django.db import DatabaseError, connection, transaction
 
-from tenants.context import current_settings, system_context, tenant_context
 from tenants.models import AuditEvent, Tenant
+from tenants.scope import current_settings, system_scope, tenant_scope
 from tests import factories
 
 
@@ -63,11 +63,11 @@ def test_a_view_shows_no_rows_without_a_tenant_and_only_tenant_a_rows_to_tenant_
     table = view._meta.db_table
     with transaction.atomic():
         assert count_rows(table) == 0
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         assert count_rows(table) >= 2
         assert count_rows(table, f"WHERE tenant_id <> '{tenant_a.pk}'") == 0
         assert view.objects.for_tenant(tenant_b).count() == 0
-    with system_context("test_inspection"):
+    with system_scope("test_inspection"):
         assert count_rows(table, f"WHERE tenant_id = '{tenant_b.pk}'") >= 2
 
 
@@ -105,10 +105,10 @@ def test_a_raw_select_in_tenant_a_context_returns_only_tenant_a_rows(db, model, 
     factories.make_row(model, tenant_a)
     factories.make_row(model, tenant_b)
     table, column = model._meta.db_table, tenant_column(model)
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         assert count_rows(table) >= 1
         assert count_rows(table, f"WHERE {column} <> '{tenant_a.pk}'") == 0
-    with system_context("test_inspection"):
+    with system_scope("test_inspection"):
         assert count_rows(table, f"WHERE {column} = '{tenant_b.pk}'") >= 1
 
 
@@ -120,14 +120,14 @@ def test_a_raw_select_in_tenant_a_context_returns_only_tenant_a_rows(db, model, 
 def test_the_database_refuses_a_row_for_tenant_b_under_tenant_a_context(
     db, model, tenant_a, tenant_b
 ):
-    with tenant_context(tenant_a.pk):
+    with tenant_scope(tenant_a.pk):
         with pytest.raises(DatabaseError, match="row-level security"), transaction.atomic():
             factories.row_factory(model)(tenant_b)
 
 
 def test_the_database_refuses_moving_a_row_to_another_tenant(db, tenant_a, tenant_b):
     row = factories.make_row(AuditEvent, tenant_a)
-    with tenant_context(tenant_a.pk), pytest.raises(DatabaseError), transaction.atomic():
+    with tenant_scope(tenant_a.pk), pytest.raises(DatabaseError), transaction.atomic():
         AuditEvent.objects.filter(pk=row.pk).update(tenant=tenant_b)
 
 
@@ -139,7 +139,7 @@ def test_a_tenant_cannot_be_created_outside_the_system_context(db):
 
 def test_a_user_reads_only_the_tenants_they_belong_to(db, tenant_a, tenant_b):
     membership = factories.make_member(tenant_a)
-    from tenants.context import activate
+    from tenants.scope import activate
     from tenants.selectors import memberships_for_user
 
     with transaction.atomic():
@@ -150,15 +150,15 @@ def test_a_user_reads_only_the_tenants_they_belong_to(db, tenant_a, tenant_b):
 
 
 def test_tenant_context_restores_the_enclosing_settings(db, tenant_a, tenant_b):
-    with tenant_context(tenant_a.pk):
-        with tenant_context(tenant_b.pk):
+    with tenant_scope(tenant_a.pk):
+        with tenant_scope(tenant_b.pk):
             assert current_settings()[0] == str(tenant_b.pk)
         assert current_settings()[0] == str(tenant_a.pk)
     assert current_settings() == ("", "", "")
 
 
 def test_activating_a_tenant_outside_a_transaction_is_refused(db):
-    from tenants.context import activate
+    from tenants.scope import activate
 
     # The db fixture wraps each test in a transaction; step outside it for this check.
     connection.in_atomic_block, saved = False, connection.in_atomic_block

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from config.celery import app
-from tenants.context import current_settings
 from tenants.models import Membership
+from tenants.scope import current_settings
 from tenants.tasks import TenantTask
 from tests import factories
 

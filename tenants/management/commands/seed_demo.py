@@ -11,8 +11,8 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from tenants import services
-from tenants.context import system_context
 from tenants.models import Role, Tenant
+from tenants.scope import system_scope
 
 DEMO_USERS = [
     ("admin", Role.ADMIN, "Ada Admin"),
@@ -55,7 +55,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {username:<8} {credentials[username]:<24} {role}")
 
     def _tenant(self, slug: str, name: str) -> Tenant:
-        with system_context("demo_seed"):
+        with system_scope("demo_seed"):
             tenant = Tenant.objects.filter(slug=slug).first()
         return tenant or services.tenant_create(slug=slug, name=name, actor_label="seed_demo")
 

@@ -7,10 +7,10 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from tenants import services
-from tenants.context import system_context
 from tenants.errors import NotFound
 from tenants.models import Tenant
 from tenants.rates import BUCKETS
+from tenants.scope import system_scope
 from tenants.throttling import SETTINGS
 
 
@@ -27,7 +27,7 @@ class Command(BaseCommand):
         parser.add_argument("--reset", action="store_true", help="drop every override")
 
     def handle(self, *args, slug: str, reset: bool, **options) -> None:
-        with system_context("tenant_rate_limits_read"):
+        with system_scope("tenant_rate_limits_read"):
             tenant = Tenant.objects.filter(slug=slug).first()
         if tenant is None:
             raise CommandError(f"No tenant {slug!r}.")

@@ -1,0 +1,63 @@
+"""`ctx.pack(...)`: a step builds a model call's context, and the record of what was packed
+commits with the step (ctx.write_with_step), exactly once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from agents.conversations.packing.build import Memory, build_context
+from agents.conversations.packing.packer import Packed
+from agents.conversations.packing.records import record_fields
+
+if TYPE_CHECKING:
+    from agents.runtime.engine.step_context import StepContext
+
+
+def pack_for_step(
+    ctx: StepContext,
+    *,
+    system: str,
+    current: str | None = None,
+    tools: Sequence[Any] = (),
+    memories: Sequence[Memory] | Any | None = None,
+    model: str | None = None,
+    window: int | None = None,
+    reserve_output: int | None = None,
+) -> Packed:
+    """Pack the context of the step's next model call and record it with the step."""
+    if memories is not None and not isinstance(memories, list | tuple):
+        from agents.conversations.packing.memories import as_memories
+
+        memories = as_memories(memories)  # e.g. what ctx.memory.recall() returned
+    packed = build_context(
+        tenant_id=ctx.tenant_id,
+        session_id=ctx.session_id,
+        system=system,
+        current=current,
+        tools=tools,
+        used_tools=[call["tool"] for call in ctx.tools.calls],
+        memories=memories,
+        model=model,
+        window=window,
+        reserve_output=reserve_output,
+    )
+    done: list[Packed] = ctx.__dict__.setdefault("packed", [])
+    index = len(done)
+    done.append(packed)
+    fields = record_fields(packed)
+
+    def write() -> None:
+        from agents.runtime.models import PackedContext
+
+        PackedContext.objects.create(
+            tenant_id=ctx.tenant_id,
+            run_id=ctx.run_id,
+            seq=ctx.seq,
+            index=index,
+            step=ctx.step,
+            **fields,
+        )
+
+    ctx.write_with_step(write)
+    return packed

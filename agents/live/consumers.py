@@ -1,0 +1,231 @@
+"""The live websocket (`/ws/live/`): one socket per page, any number of subscriptions.
+
+The browser sends JSON; the server answers with HTML partials (see agents/live/render.py).
+
+    {"type": "subscribe", "kind": "run", "run": "<uuid>", "after": 17}
+    {"type": "subscribe", "kind": "runs", "filter": "status=running&agent=refund_desk"}
+    {"type": "subscribe", "kind": "approvals", "filter": "status=pending"}   (filter optional)
+    {"type": "unsubscribe", "kind": "run", "run": "<uuid>"}   (or "runs" / "approvals")
+
+A socket without a logged-in session is closed with 4401, one whose user belongs to no
+tenant (or lost the membership) with 4403. A subscription the user may not see (another
+tenant's run, another member's) is refused: logged, nothing sent, the socket stays open.
+Malformed messages (also NUL characters, lone surrogates or nesting deeper than
+MAX_JSON_DEPTH, checked by core.json_input) are logged and ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from agents.live import render
+from agents.live.access import Refused, principal_for
+from agents.live.broadcast import run_group, tenant_group
+from agents.runtime.progress import LIVE_KINDS
+from core import json_input
+from core.errors import BadInput
+from core.text_input import check_query_string
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+MAX_MESSAGE_BYTES = 4096
+MAX_SUBSCRIPTIONS = 32
+KINDS = ("run", "runs", "approvals")
+
+
+class Malformed(ValueError):
+    pass
+
+
+class LiveConsumer(AsyncWebsocketConsumer):
+    async def connect(self) -> None:
+        # Accept first so that the close code reaches the browser (a refused handshake is 1006).
+        await self.accept()
+        self.runs: dict[str, render.RunView] = {}
+        self.feeds: dict[str, Any] = {}  # "runs" -> RunsView, "approvals" -> FeedView
+        self.groups_joined: set[str] = set()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        if await self._principal() is None:
+            await self.close(code=CLOSE_FORBIDDEN)
+
+    async def disconnect(self, code: int) -> None:
+        for group in getattr(self, "groups_joined", ()):
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    # --- from the browser -------------------------------------------------------------------------
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        try:
+            message = _parse(text_data, bytes_data)
+        except Malformed as exc:
+            logger.warning(
+                "live socket of user %s: ignored a malformed message: %s", self._who(), exc
+            )
+            return
+        if message["type"] == "unsubscribe":
+            await self._unsubscribe(message)
+            return
+        principal = await self._principal()  # the role and tenant, checked again each time
+        if principal is None:
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        if len(self.runs) + len(self.feeds) >= MAX_SUBSCRIPTIONS:
+            logger.warning("live socket of user %s: too many subscriptions", self._who())
+            return
+        try:
+            await getattr(self, f"_subscribe_{message['kind']}")(principal, message)
+        except Refused as exc:
+            logger.warning("live socket of user %s: subscription refused: %s", self._who(), exc)
+
+    async def _subscribe_run(self, principal: Any, message: dict[str, Any]) -> None:
+        run_id = message["run"]
+        view = render.RunView(principal=principal, run_id=run_id, after=message["after"])
+        group = run_group(run_id)
+        await self._join(group)  # first, so that nothing committed from here on is missed
+        try:
+            sent = await database_sync_to_async(render.run_catch_up)(view)
+        except Refused:
+            if run_id not in self.runs:
+                await self._leave(group)
+            raise
+        self.runs[run_id] = view
+        await self._send_all(sent)
+
+    async def _subscribe_runs(self, principal: Any, message: dict[str, Any]) -> None:
+        view = render.RunsView(principal=principal, filter=message["filter"])
+        await self._join(tenant_group(principal.tenant.pk))
+        self.feeds["runs"] = view
+        await self._send_all(await database_sync_to_async(render.runs_snapshot)(view))
+
+    async def _subscribe_approvals(self, principal: Any, message: dict[str, Any]) -> None:
+        await self._join(tenant_group(principal.tenant.pk))
+        view = render.FeedView(principal=principal, page=message.get("filter"))
+        self.feeds["approvals"] = view
+        feed = database_sync_to_async(render.feed_messages)
+        await self._send_all(await feed("approvals", view, None))
+
+    async def _unsubscribe(self, message: dict[str, Any]) -> None:
+        if message["kind"] == "run":
+            if self.runs.pop(message["run"], None) is not None:
+                await self._leave(run_group(message["run"]))
+        else:
+            self.feeds.pop(message["kind"], None)
+
+    # --- from the channel layer (agents.live.broadcast) -------------------------------------------
+
+    async def live_event(self, event: dict[str, Any]) -> None:
+        """An event committed (or a live one) somewhere: update what this socket shows."""
+        run_id = event.get("run_id") or ""
+        view = self.runs.get(run_id)
+        if view is not None:
+            await self._run_event(view, event)
+        if event.get("kind") in LIVE_KINDS:
+            return
+        for kind, feed in list(self.feeds.items()):
+            if str(_tenant_of(feed)) != str(event.get("tenant_id")):
+                continue
+            if kind == "runs":
+                update = database_sync_to_async(render.runs_update)
+                await self._send_all(await update(feed, event))
+            else:  # the feed answers [] for what its page does not show
+                render_feed = database_sync_to_async(render.feed_messages)
+                await self._send_all(await render_feed(kind, feed, event))
+
+    async def _run_event(self, view: render.RunView, event: dict[str, Any]) -> None:
+        if event.get("kind") in LIVE_KINDS:
+            after = event.get("after") or 0
+            if after > view.after:  # the page lacks the event that started this step
+                await self._catch_up(view)
+            if after == view.after:
+                await self._send_all(render.run_activity(view, event))
+            return
+        seq = event.get("seq")
+        if seq is not None and seq <= view.after:
+            return  # already shown (read from the database by an earlier catch-up)
+        await self._catch_up(view)
+
+    async def _catch_up(self, view: render.RunView) -> None:
+        try:
+            sent = await database_sync_to_async(render.run_catch_up)(view)
+        except Refused as exc:  # e.g. the run was moved out of sight: stop following it
+            logger.warning("live socket of user %s: %s", self._who(), exc)
+            self.runs.pop(view.run_id, None)
+            await self._leave(run_group(view.run_id))
+            return
+        await self._send_all(sent)
+
+    # --- helpers ----------------------------------------------------------------------------------
+
+    async def _principal(self) -> Any:
+        session = self.scope.get("session")
+        key = getattr(session, "session_key", None)
+        return await database_sync_to_async(principal_for)(self.scope.get("user"), key)
+
+    async def _join(self, group: str) -> None:
+        if group not in self.groups_joined:
+            await self.channel_layer.group_add(group, self.channel_name)
+            self.groups_joined.add(group)
+
+    async def _leave(self, group: str) -> None:
+        if group in self.groups_joined and not group.startswith("tenant."):
+            await self.channel_layer.group_discard(group, self.channel_name)
+            self.groups_joined.discard(group)
+
+    async def _send_all(self, messages: list[str]) -> None:
+        for text in messages:
+            await self.send(text_data=text)
+
+    def _who(self) -> str:
+        return str(getattr(self.scope.get("user"), "pk", None) or "anonymous")
+
+
+def _tenant_of(feed: Any) -> Any:
+    principal = getattr(feed, "principal", feed)
+    return principal.tenant.pk
+
+
+def _parse(text_data: str | None, bytes_data: bytes | None) -> dict[str, Any]:
+    """A valid subscribe or unsubscribe message, normalised; else Malformed."""
+    if text_data is None:
+        raise Malformed("binary frame")
+    if len(text_data) > MAX_MESSAGE_BYTES:
+        raise Malformed(f"{len(text_data)} characters")
+    try:
+        message = json_input.loads(text_data)
+    except BadInput as exc:  # also NUL characters, lone surrogates and deep nesting
+        raise Malformed(f"{exc.code}: {exc.message}") from None
+    if not isinstance(message, dict):
+        raise Malformed("not a JSON object")
+    kind = message.get("kind")
+    if message.get("type") not in ("subscribe", "unsubscribe") or kind not in KINDS:
+        raise Malformed(f"type {message.get('type')!r}, kind {kind!r}")
+    parsed: dict[str, Any] = {"type": message["type"], "kind": kind}
+    if kind == "run":
+        try:
+            parsed["run"] = str(uuid.UUID(str(message.get("run"))))
+        except ValueError:
+            raise Malformed("run is not a uuid") from None
+        after = message.get("after", 0)
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise Malformed("after is not a number of an event")
+        parsed["after"] = after
+    elif kind == "runs" or (kind == "approvals" and "filter" in message):
+        query = message.get("filter", "")
+        if not isinstance(query, str) or len(query) > 500:
+            raise Malformed("filter is not a query string")
+        try:
+            check_query_string(query)
+        except BadInput as exc:
+            raise Malformed(f"filter: {exc.message}") from None
+        parsed["filter"] = query
+    return parsed

@@ -1,0 +1,11 @@
+from django.apps import AppConfig
+
+
+class RuntimeConfig(AppConfig):
+    """The runtime: runs, checkpoints, the ledger, the engine. The label stays `agents`, so
+    its tables (agents_run, ...) and migration history are the ones it always had."""
+
+    name = "agents.runtime"
+    label = "agents"
+    verbose_name = "Agent runtime"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,168 @@
+"""How an agent is written: a named, versioned graph of step functions.
+
+    refund = Agent("refund", version=1, first="lookup")
+
+    @refund.step
+    def lookup(ctx: StepContext) -> Transition:
+        history = ctx.tools.call("billing_history", customer=ctx.run_input["customer"])
+        return goto("decide", history=history)
+
+A step reads `ctx.state` and returns one transition: `goto`, `finish`, `fail`,
+`wait_for_approval`, `sleep_until` or `wait_for_event`; its keyword arguments are merged
+into the state. Steps must be deterministic given their state and inputs; anything with a
+side effect goes through `ctx.tools`, whose ledger makes a replay return the first result.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agents.runtime.errors import UnknownAgent, UnknownStep
+
+if TYPE_CHECKING:
+    from agents.runtime.engine.step_context import StepContext
+
+StepFunction = Callable[["StepContext"], "Transition"]
+StateMigration = Callable[[dict], dict]
+
+
+@dataclass(frozen=True)
+class Transition:
+    kind: str  # goto | finish | fail | approval | timer | event
+    next_step: str = ""
+    update: dict[str, Any] = field(default_factory=dict)
+    output: Any = None
+    error: str = ""
+    approval: dict[str, Any] | None = None
+    wake_at: dt.datetime | None = None
+    event: str = ""
+
+
+def goto(step: str, **update: Any) -> Transition:
+    """Continue with `step`."""
+    return Transition("goto", next_step=step, update=update)
+
+
+def finish(output: Any = None, **update: Any) -> Transition:
+    """The run succeeded with `output`."""
+    return Transition("finish", output=output, update=update)
+
+
+def fail(error: str, **update: Any) -> Transition:
+    """The run failed for a reason the agent understands (not retried)."""
+    return Transition("fail", error=error, update=update)
+
+
+def wait_for_approval(
+    *,
+    action: str,
+    arguments: dict[str, Any],
+    then: str,
+    reason: str = "",
+    amount: float | None = None,
+    due_in: dt.timedelta | None = None,
+    **update: Any,
+) -> Transition:
+    """Pause until a person decides; `then` runs with `ctx.decision`."""
+    approval = {
+        "action": action,
+        "arguments": arguments,
+        "reason": reason,
+        "amount": amount,
+        "due_in": due_in,
+    }
+    return Transition("approval", next_step=then, update=update, approval=approval)
+
+
+def sleep_until(when: dt.datetime, *, then: str, **update: Any) -> Transition:
+    """Pause until `when` (no worker is held); then run `then`."""
+    return Transition("timer", next_step=then, update=update, wake_at=when)
+
+
+def wait_for_event(name: str, *, then: str, **update: Any) -> Transition:
+    """Pause until an event `name` is posted to the run; `then` runs with `ctx.event`."""
+    return Transition("event", next_step=then, update=update, event=name)
+
+
+@dataclass
+class RetryPolicy:
+    max_attempts: int = 5
+    base_delay: float = 0.5  # seconds; doubled per attempt, with full jitter
+    max_delay: float = 60.0
+
+
+@dataclass
+class Agent:
+    name: str
+    version: int
+    first: str
+    description: str = ""
+    state_version: int = 1
+    # migrations[n] turns state of version n into version n + 1.
+    migrations: dict[int, StateMigration] = field(default_factory=dict)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    step_retries: dict[str, RetryPolicy] = field(default_factory=dict)
+    # What a user message does while a step runs: queue it, interrupt, or reject (409).
+    on_message_while_running: str = "queue"
+    # Optional JSON Schema of the run state; the admin console validates edited state with it.
+    state_schema: dict[str, Any] | None = None
+    steps: dict[str, StepFunction] = field(default_factory=dict)
+
+    def step(self, fn: StepFunction) -> StepFunction:
+        """Decorator: register `fn` as a step named after the function."""
+        self.steps[fn.__name__] = fn
+        return fn
+
+    def get_step(self, name: str) -> StepFunction:
+        try:
+            return self.steps[name]
+        except KeyError:
+            raise UnknownStep(f"Agent {self.name!r} has no step {name!r}.") from None
+
+    def retry_for(self, step: str) -> RetryPolicy:
+        return self.step_retries.get(step, self.retry)
+
+    def migrate_state(self, state: dict, from_version: int) -> dict:
+        """Bring a checkpoint's state forward to `state_version`, one migration at a time."""
+        for version in range(from_version, self.state_version):
+            migration = self.migrations.get(version)
+            if migration is None:
+                raise ValueError(f"no migration from state version {version} to {version + 1}")
+            state = migration(dict(state))
+            if not isinstance(state, dict):
+                raise ValueError(f"migration from version {version} did not return a dict")
+        return state
+
+
+_REGISTRY: dict[str, Agent] = {}
+
+
+def register(agent: Agent) -> Agent:
+    """Make `agent` runnable by name. Registering the same name twice replaces it."""
+    if agent.first not in agent.steps:
+        raise ValueError(f"agent {agent.name!r}: first step {agent.first!r} is not defined")
+    _REGISTRY[agent.name] = agent
+    return agent
+
+
+def get_agent(name: str) -> Agent:
+    _load_builtin_agents()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownAgent(f"There is no agent named {name!r}.") from None
+
+
+def all_agents() -> list[Agent]:
+    _load_builtin_agents()
+    return sorted(_REGISTRY.values(), key=lambda a: a.name)
+
+
+def _load_builtin_agents() -> None:
+    from django.conf import settings
+
+    for module in getattr(settings, "AGENTSTATE_AGENT_MODULES", []):
+        __import__(module)

@@ -1,0 +1,113 @@
+"""Keep the leases of this process's drives alive while their steps run (an LLM call, a slow
+tool, or many short steps that together outlast the lease).
+
+One daemon thread per process renews every lease held here, each a third of its length after
+it was taken or last renewed: holding a lease costs a drive a set insert and remove, not a
+thread of its own (starting and joining one cost every drive a wake-up of a new thread).
+Drives that finish within a third of the lease never cost the thread a database connection,
+and it closes its connection after each round of renewals.
+A renewal names the version it was told about and the worker, so it cannot extend a lease
+that another worker has taken over.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from typing import Any
+
+from django.db import connection
+
+from core.per_process import PerProcess
+
+logger = logging.getLogger(__name__)
+
+RENEW_SQL = """
+SELECT set_config('app.tenant_id', %(tenant)s, true);
+UPDATE agents_run SET lease_expires_at = clock_timestamp() + make_interval(secs => %(lease)s)
+ WHERE id = %(run)s AND version = %(version)s AND lease_owner = %(worker)s
+"""
+
+
+class Lease:
+    """A lease this process holds: renewed by the keeper until released."""
+
+    def __init__(self, *, tenant_id: str, run_id: Any, worker: str, lease: float) -> None:
+        self.params: dict[str, Any] = {
+            "tenant": tenant_id,
+            "run": str(run_id),
+            "worker": worker,
+            "lease": lease,
+            "version": 0,
+        }
+        self.interval = lease / 3
+        self.due = math.inf
+
+    def hold(self, version: int) -> Lease:
+        self.params["version"] = version
+        _keeper().hold(self)
+        return self
+
+    def version(self, version: int) -> None:
+        """The run's version after this process's latest write (the fencing token)."""
+        self.params["version"] = version
+
+    def release(self) -> None:
+        _keeper().release(self)
+
+
+class _Keeper:
+    def __init__(self) -> None:
+        self.held: set[Lease] = set()
+        self.changed = threading.Condition()
+        self.wakes_at = math.inf  # when the thread wakes next on its own
+        self.thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+        self.thread.start()
+
+    def hold(self, lease: Lease) -> None:
+        with self.changed:
+            lease.due = time.monotonic() + lease.interval
+            self.held.add(lease)
+            # Leases of one process are usually equally long, so a new one falls due after
+            # the one the thread sleeps for: it is woken only when it would be late.
+            if lease.due < self.wakes_at:
+                self.changed.notify()
+
+    def release(self, lease: Lease) -> None:
+        with self.changed:
+            self.held.discard(lease)
+
+    def _run(self) -> None:
+        idle = 60.0  # with nothing held, look again after the last interval seen (or a minute)
+        while True:
+            with self.changed:
+                now = time.monotonic()
+                due = [lease for lease in self.held if lease.due <= now]
+                for lease in due:
+                    lease.due = now + lease.interval
+                    idle = lease.interval
+                self.wakes_at = min((lease.due for lease in self.held), default=now + idle)
+                if not due:
+                    self.changed.wait(self.wakes_at - now)
+                    continue
+            try:
+                for lease in due:
+                    if lease in self.held:  # not released meanwhile (its drive ended)
+                        self._renew(lease)
+            finally:
+                # Renewals are a third of a lease apart: holding a connection open between
+                # them would cost every worker process an idle session for nothing.
+                connection.close()
+
+    def _renew(self, lease: Lease) -> None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(RENEW_SQL, dict(lease.params))
+        except Exception:  # noqa: BLE001 - a missed beat only shortens the lease
+            logger.warning("lease renewal for run %s failed", lease.params["run"], exc_info=True)
+            connection.close()  # the next renewal starts on a new connection
+
+
+_keeper = PerProcess(_Keeper).get

@@ -1,0 +1,425 @@
+"""Drive a run: claim it, then run steps and persist each one until it waits, ends or its
+time slice is used up.
+
+claim → load (+ migrate) → run step → persist (one transaction) → publish + continue.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import random
+import time
+import traceback
+import uuid
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agents.runtime import progress
+from agents.runtime.definitions import Agent, Transition, get_agent
+from agents.runtime.engine import store
+from agents.runtime.engine.failpoints import failpoint
+from agents.runtime.engine.heartbeat import Lease
+from agents.runtime.engine.step_context import StepContext
+from agents.runtime.errors import AppError, StepError
+from agents.runtime.models import RunStatus
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DriveResult:
+    claimed: bool
+    steps: int = 0
+    status: str | None = None
+    reason: str = ""
+
+
+class _Fenced(Exception):
+    """Another worker took the run over; this one must write nothing more."""
+
+
+def drive(
+    *,
+    tenant_id: str,
+    run_id: Any,
+    worker: str,
+    slice_seconds: float | None = None,
+    lease_seconds: float | None = None,
+) -> DriveResult:
+    """Run the run's steps while it stays runnable, up to a time slice."""
+    lease = lease_seconds or settings.AGENTSTATE_LEASE_SECONDS
+    claim = store.claim(tenant_id=tenant_id, run_id=run_id, worker=worker, lease_seconds=lease)
+    if claim is None:
+        return DriveResult(claimed=False, reason="not runnable, or leased by a live worker")
+    failpoint("run.claimed")
+    _publish(
+        claim,
+        "step.started",
+        seq=claim.event_seq,
+        step=claim.step,
+        step_seq=claim.step_seq + 1,
+        attempt=claim.attempts,
+        status=RunStatus.RUNNING,
+    )
+    driver = _Driver(claim, worker=worker, lease=lease)
+    held = Lease(tenant_id=tenant_id, run_id=claim.run_id, worker=worker, lease=lease)
+    driver.lease_held = held.hold(claim.version)
+    try:
+        return driver.run(
+            slice_seconds if slice_seconds is not None else settings.AGENTSTATE_SLICE_SECONDS
+        )
+    finally:
+        held.release()
+
+
+class _Driver:
+    def __init__(self, claim: store.Claim, *, worker: str, lease: float) -> None:
+        self.claim = claim
+        self.worker = worker
+        self.lease = lease
+        self.version = claim.version
+        self.step = claim.step
+        self.seq = claim.step_seq  # seq of the latest checkpoint
+        self.attempt = claim.attempts
+        self.wake = claim.wake_payload
+        self.upto = claim.messages_upto
+        # The state as its latest checkpoint stores it (JSON): each step gets its own copy
+        # decoded from it, so a step sees the same state whether the run went on in this
+        # process or resumed from the checkpoint elsewhere.
+        self.state_json = ""
+        self.event_seq = claim.event_seq  # the run's latest stored event (live events follow it)
+        self.steps = 0
+        self.lease_held: Lease | None = None  # renewed by the process's lease keeper
+
+    @cached_property
+    def agent(self) -> Agent:
+        """The run's agent definition, looked up once per drive (raises if it is gone)."""
+        return get_agent(self.claim.agent)
+
+    def _set_version(self, version: int) -> None:
+        self.version = version
+        if self.lease_held is not None:
+            self.lease_held.version(version)
+
+    # --- the loop ---------------------------------------------------------------------------------
+
+    def run(self, slice_seconds: float) -> DriveResult:
+        if self.claim.cancel_requested:  # cancelled while queued, retrying or orphaned
+            row = store.execute_fenced(
+                store.CANCEL_SQL,
+                {
+                    "tenant": self.claim.tenant_id,
+                    "run": str(self.claim.run_id),
+                    "version": self.version,
+                    "worker": self.worker,
+                },
+            )
+            if row is not None:
+                _publish(self.claim, "run.status", seq=row.event_seq, status=row.status)
+            return DriveResult(claimed=True, status=row[0] if row else None, reason="cancelled")
+        try:
+            agent = self.agent
+            self.state_json = store.dumps(self._load_state(agent)) or "{}"
+        except (AppError, ValueError) as exc:
+            return self._fail_permanently(exc, code=getattr(exc, "code", "state_migration_failed"))
+        deadline = time.monotonic() + slice_seconds
+        while True:
+            policy = agent.retry_for(self.step)
+            if self.attempt > policy.max_attempts:
+                return self._fail_permanently(
+                    StepError(f"retry budget of {policy.max_attempts} attempts exhausted"),
+                    code="retries_exhausted",
+                )
+            started_at, t0 = timezone.now(), time.perf_counter()
+            ctx = StepContext(
+                self.claim,
+                step=self.step,
+                seq=self.seq + 1,
+                attempt=self.attempt,
+                state=json.loads(self.state_json),
+                wake_payload=self.wake,
+                messages_upto=self.upto,
+                event_seq=self.event_seq,
+            )
+            try:
+                transition = agent.get_step(self.step)(ctx)
+                _check(agent, transition)
+            except Exception as exc:  # noqa: BLE001 - every failure is recorded, none escapes
+                return self._handle_error(agent, exc, started_at, t0)
+            failpoint("step.before_persist", self.step)
+            keep_going = transition.kind == "goto" and time.monotonic() < deadline
+            try:
+                status = self._persist(ctx, transition, keep_going, started_at, t0)
+            except _Fenced:
+                logger.warning("run %s: superseded by another worker", self.claim.run_id)
+                return DriveResult(claimed=True, steps=self.steps, reason="fenced")
+            self.steps += 1
+            if status != RunStatus.RUNNING:
+                if status == RunStatus.QUEUED:
+                    _enqueue_on_commit(self.claim.tenant_id, self.claim.run_id)
+                if transition.kind == "timer" and transition.wake_at is not None:
+                    _enqueue_on_commit(
+                        self.claim.tenant_id, self.claim.run_id, eta=transition.wake_at
+                    )
+                return DriveResult(claimed=True, steps=self.steps, status=status)
+            self.step, self.seq, self.attempt, self.wake = (
+                transition.next_step,
+                self.seq + 1,
+                1,
+                None,
+            )
+
+    def _load_state(self, agent: Agent) -> dict:
+        have, want = self.claim.state_version, agent.state_version
+        if have > want:
+            raise ValueError(f"state version {have} is newer than the agent's {want}")
+        return agent.migrate_state(self.claim.state, have) if have < want else self.claim.state
+
+    # --- persisting -------------------------------------------------------------------------------
+
+    def _persist(
+        self, ctx: StepContext, t: Transition, keep_going: bool, started_at: dt.datetime, t0: float
+    ) -> str:
+        if t.kind == "goto" and keep_going:
+            status, owner, attempts = RunStatus.RUNNING, self.worker, 1
+        else:
+            status, owner, attempts = _STOPS[t.kind], "", 0
+        approval_id = uuid.uuid4() if t.kind == "approval" else None
+        state_json = store.dumps({**ctx.state, **t.update}) or "{}"  # a dict is never None
+        read_upto = max((m["seq"] for m in ctx.__dict__.get("transcript", ())), default=0)
+        self.upto = max(self.upto, read_upto)
+        params = {
+            "tenant": self.claim.tenant_id,
+            "run": self.claim.run_key,
+            "version": self.version,
+            "worker": self.worker,
+            "status": status,
+            "next_step": t.next_step,
+            "seq": self.seq + 1,
+            "attempts": attempts,
+            "owner": owner,
+            "lease": self.lease,
+            "output": store.dumps(t.output),
+            "error": store.dumps({"code": "agent_failed", "message": t.error})
+            if t.kind == "fail"
+            else None,
+            "not_before": t.wake_at,
+            "waiting_for": str(approval_id) if approval_id else t.event,
+            "schema_version": self.agent.state_version,
+            "step": self.step,
+            "state": state_json,
+            "messages_upto": self.upto,
+            "attempt": self.attempt,
+            "started_at": started_at,
+            "duration_ms": (time.perf_counter() - t0) * 1000,
+        }
+        if not ctx.outbox and not ctx.writes and approval_id is None:
+            row = store.persist(params)  # one round trip, one commit
+            if row is None:
+                raise _Fenced
+            self._finished(row, t, params, committed=True)
+        else:
+            with transaction.atomic(), progress.tracking() as recorded:
+                row = store.persist(params)
+                if row is None:
+                    raise _Fenced
+                self._finished(row, t, params)  # sent on commit, before the extras' events
+                self._write_extras(ctx, t, approval_id)
+            self.event_seq = max(self.event_seq, recorded.get(self.claim.run_key, 0))
+        self.state_json = state_json
+        self._set_version(row.version)
+        return row.status
+
+    def _finished(
+        self, row: store.Written, t: Transition, params: dict[str, Any], committed: bool = False
+    ) -> None:
+        self.event_seq = row.event_seq
+        _publish(
+            self.claim,
+            "step.finished",
+            committed=committed,
+            seq=row.event_seq,
+            step=self.step,
+            step_seq=self.seq + 1,
+            attempt=self.attempt,
+            status=row.status,
+            next_step=t.next_step,
+            duration_ms=round(params["duration_ms"], 1),
+        )
+
+    def _write_extras(self, ctx: StepContext, t: Transition, approval_id: uuid.UUID | None) -> None:
+        from agents.runtime.services import messages_append
+
+        if ctx.outbox and self.claim.session_id is not None:
+            messages_append(
+                tenant_id=self.claim.tenant_id,
+                session_id=self.claim.session_id,
+                run_id=self.claim.run_id,
+                messages=ctx.outbox,
+            )
+        if approval_id is not None and t.approval is not None:
+            from approvals.services import request_create
+
+            due_in = t.approval.get("due_in")
+            request_create(
+                id=approval_id,
+                tenant_id=self.claim.tenant_id,
+                run_id=self.claim.run_id,
+                checkpoint_seq=self.seq + 1,
+                step=self.step,
+                action=t.approval["action"],
+                arguments=t.approval["arguments"],
+                reason=t.approval.get("reason", ""),
+                amount=t.approval.get("amount"),
+                due_at=timezone.now() + due_in if due_in else None,
+            )
+        for write in ctx.writes:
+            write()
+
+    # --- failures ---------------------------------------------------------------------------------
+
+    def _handle_error(
+        self, agent: Agent, exc: Exception, started_at: dt.datetime, t0: float
+    ) -> DriveResult:
+        policy = agent.retry_for(self.step)
+        transient = isinstance(exc, StepError) and exc.transient
+        if transient and self.attempt < policy.max_attempts:
+            ceiling = min(policy.max_delay, policy.base_delay * 2 ** (self.attempt - 1))
+            delay = max(random.uniform(0, ceiling), getattr(exc, "retry_after", None) or 0)
+            not_before = timezone.now() + dt.timedelta(seconds=delay)
+            status = self._write_failure(
+                exc,
+                status=RunStatus.QUEUED,
+                outcome="retrying",
+                not_before=not_before,
+                started_at=started_at,
+                t0=t0,
+            )
+            if status is not None:
+                _enqueue_on_commit(self.claim.tenant_id, self.claim.run_id, countdown=delay)
+            return DriveResult(claimed=True, steps=self.steps, status=status, reason="retrying")
+        code = getattr(exc, "code", "step_raised")
+        if transient:
+            code = "retries_exhausted"
+        return self._fail_permanently(exc, code=code, started_at=started_at, t0=t0)
+
+    def _fail_permanently(
+        self,
+        exc: Exception,
+        *,
+        code: str,
+        started_at: dt.datetime | None = None,
+        t0: float | None = None,
+    ) -> DriveResult:
+        status = self._write_failure(
+            exc,
+            status=RunStatus.FAILED,
+            outcome="failed",
+            not_before=None,
+            started_at=started_at or timezone.now(),
+            t0=t0 or time.perf_counter(),
+            code=code,
+        )
+        return DriveResult(claimed=True, steps=self.steps, status=status, reason=code)
+
+    def _write_failure(
+        self,
+        exc: Exception,
+        *,
+        status: str,
+        outcome: str,
+        not_before: dt.datetime | None,
+        started_at: dt.datetime,
+        t0: float,
+        code: str | None = None,
+    ) -> str | None:
+        code = code or getattr(exc, "code", "step_raised")
+        error = {
+            "code": code,
+            "message": str(exc)[:2000],
+            "class": type(exc).__name__,
+            "step": self.step,
+            "attempt": self.attempt,
+        }
+        params = {
+            "tenant": self.claim.tenant_id,
+            "run": str(self.claim.run_id),
+            "version": self.version,
+            "worker": self.worker,
+            "status": status,
+            "not_before": not_before,
+            "error": store.dumps(error),
+            "seq": self.seq + 1,
+            "attempt": self.attempt,
+            "step": self.step,
+            "started_at": started_at,
+            "outcome": outcome,
+            "error_class": f"{type(exc).__module__}.{type(exc).__name__}",
+            "error_code": code,
+            "message": str(exc)[:2000],
+            "traceback": traceback.format_exc()[-20000:] if exc.__traceback__ else "",
+            "duration_ms": (time.perf_counter() - t0) * 1000,
+        }
+        row = store.execute_fenced(store.FAILURE_SQL, params)
+        if row is None:
+            return None
+        self._set_version(row.version)
+        self.event_seq = row.event_seq
+        _publish(
+            self.claim,
+            "step.failed",
+            seq=row.event_seq,
+            step=self.step,
+            step_seq=self.seq + 1,
+            attempt=self.attempt,
+            status=row.status,
+            outcome=outcome,
+            error={"code": code, "message": error["message"]},
+        )
+        return row.status
+
+
+# The run's status after a step that does not hand over to the next one in this drive.
+_STOPS = {
+    "goto": RunStatus.QUEUED,  # the time slice is used up: back to the queue
+    "finish": RunStatus.SUCCEEDED,
+    "fail": RunStatus.FAILED,
+    "approval": RunStatus.WAITING_APPROVAL,
+    "timer": RunStatus.WAITING_TIMER,
+    "event": RunStatus.WAITING_EVENT,
+}
+
+
+def _check(agent: Agent, t: Transition) -> None:
+    if not isinstance(t, Transition):
+        raise TypeError(f"a step must return a Transition (goto, finish, ...), got {t!r}")
+    if t.kind in {"goto", "approval", "timer", "event"}:
+        agent.get_step(t.next_step)
+
+
+def _enqueue_on_commit(tenant_id: str, run_id: Any, **options: Any) -> None:
+    from agents.runtime.tasks import enqueue_run
+
+    transaction.on_commit(lambda: enqueue_run(tenant_id=tenant_id, run_id=run_id, **options))
+
+
+def _publish(
+    claim: store.Claim, kind: str, *, seq: int, committed: bool = False, **data: Any
+) -> None:
+    """Send an event the engine's SQL already stored as number `seq` (after commit;
+    `committed`: the write was its own transaction and has committed already)."""
+    progress.publish(
+        tenant_id=claim.tenant_id,
+        run_id=claim.run_key,
+        kind=kind,
+        seq=seq,
+        committed=committed,
+        **data,
+    )

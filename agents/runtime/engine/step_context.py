@@ -1,0 +1,125 @@
+"""What a step sees: its state, inputs, tools, the model, and the conversation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cached_property
+from typing import Any
+
+from agents.runtime import tools as tool_registry
+from agents.runtime.engine import ledger
+from agents.runtime.engine.store import Claim
+
+
+class ToolBox:
+    """`ctx.tools.call(name, **arguments)`; side-effecting calls go through the ledger."""
+
+    def __init__(self, claim: Claim, seq: int) -> None:
+        self._claim = claim
+        self._seq = seq
+        self._index = 0
+        self.calls: list[dict[str, Any]] = []
+
+    def call(self, name: str, /, **arguments: Any) -> Any:
+        tool = tool_registry.get_tool(name)
+        index = self._index
+        self._index += 1
+        if tool.side_effects:
+            result = ledger.call(
+                tenant_id=self._claim.tenant_id,
+                run_id=self._claim.run_id,
+                seq=self._seq,
+                index=index,
+                tool=tool,
+                arguments=arguments,
+            )
+        else:
+            result = tool.fn(**arguments)
+        self.calls.append({"tool": name, "arguments": arguments, "index": index})
+        return result
+
+
+class StepContext:
+    def __init__(
+        self,
+        claim: Claim,
+        *,
+        step: str,
+        seq: int,
+        attempt: int,
+        state: dict,
+        wake_payload: dict | None,
+        messages_upto: int,
+        event_seq: int = 0,
+    ) -> None:
+        self.run_id = claim.run_id
+        self.tenant_id = claim.tenant_id
+        self.session_id = claim.session_id
+        self.run_input: dict = claim.input
+        self.step = step
+        self.seq = seq
+        self.attempt = attempt
+        # The step's own copy (the runner decodes it from the checkpoint's JSON for each
+        # step): a step that raises halfway leaves its edits nowhere.
+        self.state: dict = state
+        self._claim = claim
+        self.messages_upto = messages_upto
+        self.outbox: list[dict[str, Any]] = []
+        # Writes that commit with this step or not at all: each is called inside the
+        # transaction that persists the step, after its fenced write succeeded (memory
+        # proposals, the packed-context record, ...). A retried step starts empty.
+        self.writes: list[Callable[[], None]] = []
+        wake = wake_payload or {}
+        self.decision: dict | None = wake.get("decision")
+        self.event: dict | None = wake.get("event")
+        self._event_seq = event_seq
+
+    @cached_property
+    def tools(self) -> ToolBox:
+        """`ctx.tools.call(name, **arguments)`: side-effecting calls go through the ledger."""
+        return ToolBox(self._claim, self.seq)
+
+    @cached_property
+    def llm(self):
+        from agents.runtime.llm import get_model
+        from agents.runtime.streaming import LiveModel
+
+        return LiveModel(get_model(), ctx=self, after=self._event_seq)
+
+    @cached_property
+    def memory(self):
+        """Long-term memory of the conversation's user: `recall(query, budget)`, `propose(...)`."""
+        from memory.steps import StepMemory
+
+        return StepMemory(self)
+
+    def pack(self, *, system: str, current: str | None = None, **options: Any) -> Any:
+        """The context of a model call, packed into the token budget (system prompt, current
+        turn, summary, turns, memories, tool schemas) and recorded with this step.
+
+        Options: tools, memories, model, window, reserve_output (see docs/context.md)."""
+        from agents.conversations.packing.steps import pack_for_step
+
+        return pack_for_step(self, system=system, current=current, **options)
+
+    def write_with_step(self, write: Callable[[], None]) -> None:
+        """Run `write()` in the transaction that persists this step (exactly once with it)."""
+        self.writes.append(write)
+
+    def say(self, content: str, *, role: str = "assistant", **extra: Any) -> None:
+        """Append a message to the conversation, committed with this step."""
+        self.outbox.append({"role": role, "content": content, **extra})
+
+    @cached_property
+    def transcript(self) -> list[dict[str, Any]]:
+        """The conversation so far (oldest first), as role/content dicts."""
+        from agents.runtime.selectors import transcript_for_step
+
+        if self.session_id is None:
+            return []
+        return transcript_for_step(tenant_id=self.tenant_id, session_id=self.session_id)
+
+    @property
+    def inbox(self) -> list[dict[str, Any]]:
+        """User messages that arrived since the last checkpoint read the conversation."""
+        return [m for m in self.transcript if m["role"] == "user" and m["seq"] > self.messages_upto]

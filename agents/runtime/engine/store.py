@@ -1,0 +1,254 @@
+"""The engine's SQL: claim a run, and persist a step's outcome in one transaction.
+
+Both are single statements sent in one round trip together with the tenant setting. Each
+write also records its progress event (agents_runevent, numbered by agents_run.event_seq)
+in the same statement, so the event is durable exactly when the write is. In
+autocommit mode PostgreSQL runs such a multi-statement message as one implicit
+transaction, so a plain step costs one round trip and one commit. Every write is fenced:
+it matches only `version = <the version we claimed>` and `lease_owner = <us>`, so a worker
+that lost its lease (and was superseded) writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, NamedTuple
+
+import psycopg
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+
+from agents.runtime.models import RunStatus
+
+_SET_TENANT = "SELECT set_config('app.tenant_id', %(tenant)s, true);\n"
+
+# Both functions are defined in agents/runtime/engine/sql/ (installed by migrations): each sets
+# the tenant and runs one statement, so a claim or a persist is one round trip, and
+# PL/pgSQL keeps their plans per connection instead of planning every step.
+CLAIM_SQL = """
+SELECT * FROM agents_claim_run(
+    p_tenant => %(tenant)s, p_run => %(run)s, p_worker => %(worker)s, p_lease => %(lease)s)
+"""
+
+
+@dataclass
+class Claim:
+    run_id: Any
+    tenant_id: str
+    agent: str
+    agent_version: int
+    step: str
+    step_seq: int
+    version: int
+    attempts: int
+    input: dict
+    wake_payload: dict | None
+    session_id: Any
+    state: dict
+    state_version: int
+    messages_upto: int
+    cancel_requested: bool = False
+    event_seq: int = 0  # number of the run's latest event (this claim's step.started)
+
+    @cached_property
+    def run_key(self) -> str:
+        """The run's id as text, as the SQL parameters and the progress events carry it."""
+        return str(self.run_id)
+
+
+def _loads(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def claim(*, tenant_id: str, run_id: Any, worker: str, lease_seconds: float) -> Claim | None:
+    """Take the run's lease if it is runnable and free (or its lease expired)."""
+    params: dict[str, Any] = {
+        "tenant": str(tenant_id),
+        "run": str(run_id),
+        "worker": worker,
+        "lease": lease_seconds,
+    }
+    row = _fetch_one(CLAIM_SQL, params)
+    if row is None:
+        return None
+    (
+        rid,
+        agent,
+        agent_version,
+        step,
+        seq,
+        version,
+        attempts,
+        run_input,
+        wake,
+        session_id,
+        run_state_version,
+        cancel_requested,
+        state,
+        cp_version,
+        upto,
+        event_seq,
+    ) = row
+    return Claim(
+        run_id=rid,
+        tenant_id=str(tenant_id),
+        agent=agent,
+        agent_version=agent_version,
+        step=step,
+        step_seq=seq,
+        version=version,
+        attempts=attempts,
+        input=_loads(run_input) or {},
+        wake_payload=_loads(wake),
+        session_id=session_id,
+        state=_loads(state) or {},
+        state_version=cp_version if cp_version is not None else run_state_version,
+        messages_upto=upto or 0,
+        cancel_requested=cancel_requested,
+        event_seq=event_seq,
+    )
+
+
+PERSIST_SQL = """
+SELECT * FROM agents_persist_step(
+    p_tenant => %(tenant)s,
+    p_run => %(run)s,
+    p_version => %(version)s,
+    p_worker => %(worker)s,
+    p_status => %(status)s,
+    p_next_step => %(next_step)s,
+    p_seq => %(seq)s,
+    p_attempts => %(attempts)s,
+    p_owner => %(owner)s,
+    p_output => %(output)s,
+    p_error => %(error)s,
+    p_not_before => %(not_before)s,
+    p_waiting_for => %(waiting_for)s,
+    p_schema_version => %(schema_version)s,
+    p_step => %(step)s,
+    p_state => %(state)s,
+    p_messages_upto => %(messages_upto)s,
+    p_attempt => %(attempt)s,
+    p_started_at => %(started_at)s,
+    p_duration_ms => %(duration_ms)s)
+"""
+
+FAILURE_SQL = """
+WITH r AS (
+    UPDATE agents_run SET
+        status = %(status)s,
+        version = version + 1,
+        lease_owner = '',
+        lease_expires_at = NULL,
+        not_before = %(not_before)s,
+        error = %(error)s::jsonb,
+        finished_at = CASE WHEN %(status)s = 'failed' THEN clock_timestamp() END,
+        updated_at = clock_timestamp(),
+        event_seq = event_seq + 1
+    WHERE id = %(run)s AND version = %(version)s AND lease_owner = %(worker)s
+    RETURNING id, status, version, event_seq
+), att AS (
+    INSERT INTO agents_stepattempt
+        (tenant_id, run_id, seq, attempt, step, worker, started_at, ended_at, outcome,
+         error_class, error_code, message, traceback, duration_ms)
+    SELECT %(tenant)s, r.id, %(seq)s, %(attempt)s, %(step)s, %(worker)s, %(started_at)s,
+           clock_timestamp(), %(outcome)s, %(error_class)s, %(error_code)s, %(message)s,
+           %(traceback)s, %(duration_ms)s
+    FROM r
+), ev AS (
+    INSERT INTO agents_runevent (tenant_id, run_id, seq, kind, data, created_at)
+    SELECT %(tenant)s, r.id, r.event_seq, 'step.failed',
+           jsonb_build_object('step', %(step)s::text, 'step_seq', %(seq)s::int,
+                              'attempt', %(attempt)s::int, 'status', r.status,
+                              'outcome', %(outcome)s::text,
+                              'error', jsonb_build_object('code', %(error_code)s::text,
+                                                          'message', %(message)s::text)),
+           clock_timestamp()
+    FROM r
+)
+SELECT status, version, event_seq FROM r
+"""
+
+
+CANCEL_SQL = """
+WITH r AS (
+    UPDATE agents_run SET
+        status = 'cancelled', version = version + 1, lease_owner = '', lease_expires_at = NULL,
+        finished_at = clock_timestamp(), updated_at = clock_timestamp(),
+        event_seq = event_seq + 1
+    WHERE id = %(run)s AND version = %(version)s AND lease_owner = %(worker)s
+    RETURNING id, tenant_id, status, version, event_seq
+), ev AS (
+    INSERT INTO agents_runevent (tenant_id, run_id, seq, kind, data, created_at)
+    SELECT tenant_id, id, event_seq, 'run.status', jsonb_build_object('status', status),
+           clock_timestamp()
+    FROM r
+)
+SELECT status, version, event_seq FROM r
+"""
+
+
+class Written(NamedTuple):
+    status: str
+    version: int
+    event_seq: int  # the number of the event this write recorded (agents_runevent)
+
+
+def persist(params: dict) -> Written | None:
+    """Persist a step (agents_persist_step); None means another worker superseded us."""
+    row = _fetch_one(PERSIST_SQL, params)
+    return Written(row[0], row[1], row[2]) if row else None
+
+
+def _fetch_one(sql: str, params: dict) -> Any:
+    """Run one of the statements every step sends. With AGENTSTATE_PREPARED_STATEMENTS it
+    goes through a psycopg cursor with server-side binding and `prepare=True`: parsed and
+    planned once per connection (Django's own cursors bind on the client and send the text
+    each time). Errors are translated and marked on the connection exactly as through
+    Django's cursor, so a broken connection is replaced."""
+    if not settings.AGENTSTATE_PREPARED_STATEMENTS:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone()
+    db = connections[DEFAULT_DB_ALIAS]  # once, rather than through the proxy at each use
+    db.ensure_connection()
+    db.validate_no_broken_transaction()
+    with db.wrap_database_errors:
+        pg_cursor = _cursor(db.connection)
+        pg_cursor.execute(sql, params, prepare=True)
+        return pg_cursor.fetchone()
+
+
+_thread = threading.local()
+
+
+def _cursor(pgconn: psycopg.Connection) -> psycopg.Cursor:
+    """This thread's cursor on its current connection, made again when Django reconnects.
+    A new cursor each step, with the connection reached through Django's proxy, cost 25–35 µs
+    of the engine thread's CPU per step (about a fifth of it)."""
+    cursor = getattr(_thread, "cursor", None)
+    if cursor is None or cursor.connection is not pgconn or cursor.closed:
+        cursor = _thread.cursor = psycopg.Cursor(pgconn)
+    return cursor
+
+
+def execute_fenced(sql: str, params: dict) -> Written | None:
+    """Run a fenced write; None means another worker superseded us and nothing was written.
+
+    Outside `transaction.atomic()` the statement is its own transaction; inside, it joins it.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(_SET_TENANT + sql, params)
+        cursor.nextset()
+        row = cursor.fetchone()
+    return Written(row[0], row[1], row[2]) if row else None
+
+
+def dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, default=str)
+
+
+TERMINAL = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}

@@ -1,0 +1,125 @@
+"""Failures of the agents app, each with a stable code."""
+
+from __future__ import annotations
+
+from tenants.errors import AppError
+
+
+class StepError(Exception):
+    """Raised inside a step. Transient ones are retried with backoff; others fail the run."""
+
+    code = "step_error"
+    transient = False
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
+        super().__init__(message or self.__class__.__name__)
+        self.retry_after = retry_after
+
+
+class TransientStepError(StepError):
+    """Worth retrying: 429, 5xx, timeouts, connection errors."""
+
+    code = "transient"
+    transient = True
+
+
+class PermanentStepError(StepError):
+    code = "permanent"
+
+
+class LLMRateLimited(TransientStepError):
+    code = "llm_rate_limited"
+
+
+class LLMServerError(TransientStepError):
+    code = "llm_server_error"
+
+
+class LLMTimeout(TransientStepError):
+    code = "llm_timeout"
+
+
+class LLMConnectionError(TransientStepError):
+    code = "llm_connection_error"
+
+
+class LLMRequestRejected(PermanentStepError):
+    """The provider refused the request itself (400, 401, 403, 404, 422): retrying won't help."""
+
+    code = "llm_request_rejected"
+
+
+class ToolFailed(PermanentStepError):
+    code = "tool_failed"
+
+
+class LedgerMismatch(PermanentStepError):
+    """A replayed step made a side-effecting call other than the one the ledger recorded at
+    its position: neither sending it (the service would answer the recorded request under
+    the same key) nor answering it with the recorded outcome would be true."""
+
+    code = "ledger_mismatch"
+
+
+class ToolUnavailable(TransientStepError):
+    code = "tool_unavailable"
+
+
+# --- request errors (4xx for API and pages) -------------------------------------------------------
+
+
+class UnknownAgent(AppError):
+    code = "unknown_agent"
+    message = "There is no agent with that name."
+
+
+class UnknownStep(AppError):
+    code = "unknown_step"
+    message = "That agent has no step with that name."
+
+
+class RunNotWaiting(AppError):
+    code = "run_not_waiting"
+    status = 409
+    message = "The run is not waiting for that."
+
+
+class RunFinished(AppError):
+    code = "run_finished"
+    status = 409
+    message = "The run has already finished."
+
+
+class SessionBusy(AppError):
+    code = "session_busy"
+    status = 409
+    message = "The agent is working on this conversation; try again when the step ends."
+
+
+class StateMigrationFailed(AppError):
+    code = "state_migration_failed"
+    status = 422
+    message = "The saved state could not be migrated to the agent's current state version."
+
+
+class PayloadTooLarge(AppError):
+    code = "payload_too_large"
+    status = 413
+    message = "The request body is larger than allowed."
+
+
+class IdempotencyKeyInvalid(AppError):
+    code = "idempotency_key_invalid"
+    message = "Idempotency-Key must be 1 to 255 printable characters."
+
+
+class IdempotencyKeyReused(AppError):
+    code = "idempotency_key_reused"
+    status = 422
+    message = "This Idempotency-Key was used with a different request."
+
+
+class IdempotencyKeyInFlight(AppError):
+    code = "idempotency_key_in_flight"
+    status = 409
+    message = "A request with this Idempotency-Key is still being processed."

@@ -1,0 +1,80 @@
+"""Where features attach to the runtime. The engine knows no feature: it offers these points,
+and features (approvals, memory, conversations) register in their `AppConfig.ready()`.
+
+- **Pause handlers**: a step that returns `wait_for_approval(...)` pauses its run; the handler
+  registered for "approval" records what the run waits for, in the transaction that persists
+  the step (approvals registers one that opens an ApprovalRequest).
+- **Step extensions**: `ctx.<name>` on a `StepContext`, built on first use by the factory
+  registered under that name (memory registers `ctx.memory`, conversations `ctx.pack`).
+- **Lifecycle signals** (Django signals, sent in the transaction that made the change):
+  `run_cancelled`, `messages_appended`, `sweep_finished`.
+
+See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.dispatch import Signal
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A step asked to wait for a decision: what, on which run, after which checkpoint."""
+
+    id: uuid.UUID
+    tenant_id: Any
+    run_id: Any
+    checkpoint_seq: int
+    step: str
+    action: str
+    arguments: dict[str, Any]
+    reason: str
+    amount: Any
+    due_at: dt.datetime | None
+
+
+PauseHandler = Callable[[Pause], None]
+_pause_handlers: dict[str, PauseHandler] = {}
+
+
+def register_pause_handler(kind: str, handler: PauseHandler) -> None:
+    """Handle pauses of `kind` ("approval"); the last registration wins (tests may swap)."""
+    _pause_handlers[kind] = handler
+
+
+def pause_handler(kind: str) -> PauseHandler:
+    try:
+        return _pause_handlers[kind]
+    except KeyError:
+        raise ImproperlyConfigured(
+            f"No pause handler for {kind!r}: is the app that handles it in INSTALLED_APPS?"
+        ) from None
+
+
+StepExtension = Callable[[Any], Any]  # StepContext -> what `ctx.<name>` is
+_step_extensions: dict[str, StepExtension] = {}
+
+
+def register_step_extension(name: str, factory: StepExtension) -> None:
+    """Make `ctx.<name>` the value `factory(ctx)`, built once per step on first use."""
+    _step_extensions[name] = factory
+
+
+def step_extension(name: str) -> StepExtension | None:
+    return _step_extensions.get(name)
+
+
+# tenant_id, run_id: a run was cancelled (who waits on it should stop waiting).
+run_cancelled = Signal()
+# tenant_id, session_id, messages (dicts as cached), count, summary_upto: sent in the
+# transaction that appended them; receivers defer their work with on_commit.
+messages_appended = Signal()
+# sweep (name), counts (dict): a periodic sweep finished.
+sweep_finished = Signal()

@@ -1,0 +1,441 @@
+"""Conversations, runs and everything a run needs to resume: all rows, all tenant-owned."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from tenants.models import Tenant, TenantOwned, TenantQuerySet
+
+
+class SessionStatus(models.TextChoices):
+    ACTIVE = "active", "Active"
+    CLOSED = "closed", "Closed"
+
+
+class AgentSession(TenantOwned):
+    """A conversation between one end user and one agent."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    agent = models.CharField(max_length=100)
+    title = models.CharField(max_length=200, blank=True)
+    status = models.CharField(
+        max_length=16, choices=SessionStatus.choices, default=SessionStatus.ACTIVE
+    )
+    summary = models.TextField(blank=True)
+    # The summary stands for the first `summary_upto` messages of this thread's context
+    # (inherited ones included); the messages themselves stay for audit.
+    summary_upto = models.PositiveIntegerField(default=0)
+    summary_updated_at = models.DateTimeField(null=True, blank=True)
+    # A fork sees its parent's context up to message `fork_seq` of the parent, then its own
+    # messages; nothing is copied. `inherited_messages` counts what it sees of its ancestors.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="forks"
+    )
+    fork_seq = models.PositiveIntegerField(null=True, blank=True)
+    inherited_messages = models.PositiveIntegerField(default=0)
+    token_count = models.PositiveIntegerField(default=0)
+    last_seq = models.PositiveIntegerField(default=0)  # seq of the newest message
+    version = models.PositiveIntegerField(default=1)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "user", "-created_at"])]
+
+    def __str__(self) -> str:
+        return self.title or f"{self.agent} conversation"
+
+
+class MessageRole(models.TextChoices):
+    SYSTEM = "system", "System"
+    USER = "user", "User"
+    ASSISTANT = "assistant", "Assistant"
+    TOOL = "tool", "Tool"
+
+
+class Message(TenantOwned):
+    """Append-only transcript. Checkpoints point into it by seq; they never copy it."""
+
+    id = models.BigAutoField(primary_key=True)
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="messages")
+    run = models.ForeignKey(
+        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    seq = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=MessageRole.choices)
+    content = models.TextField(blank=True)
+    tool_call = models.JSONField(null=True, blank=True)
+    tool_result = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="message_unique_seq")
+        ]
+        ordering = ["session", "seq"]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:40]}"
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    WAITING_APPROVAL = "waiting_approval", "Waiting for approval"
+    WAITING_TIMER = "waiting_timer", "Waiting for a timer"
+    WAITING_EVENT = "waiting_event", "Waiting for an event"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+RUNNABLE = (RunStatus.QUEUED, RunStatus.RUNNING)
+WAITING = (RunStatus.WAITING_APPROVAL, RunStatus.WAITING_TIMER, RunStatus.WAITING_EVENT)
+FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class Run(TenantOwned):
+    """One execution of an agent. `version` is the fencing token every write checks."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # The indexes below all start with the tenant; a separate one would only slow writes.
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    session = models.ForeignKey(
+        AgentSession, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+    )
+    agent = models.CharField(max_length=100)
+    agent_version = models.PositiveIntegerField()
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    current_step = models.CharField(max_length=100)
+    step_seq = models.PositiveIntegerField(default=0)  # seq of the latest checkpoint
+    input = models.JSONField(default=dict, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)  # of the current step
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    state_schema_version = models.PositiveIntegerField(default=1)
+    not_before = models.DateTimeField(null=True, blank=True)  # retry backoff or timer
+    waiting_for = models.CharField(max_length=100, blank=True)  # event name or approval id
+    wake_payload = models.JSONField(null=True, blank=True)  # event or decision for next step
+    cancel_requested = models.BooleanField(default=False)
+    # Number of the run's latest RunEvent: bumped in the transaction that writes the event.
+    event_seq = models.PositiveIntegerField(default=0, db_default=0)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    # An admin marked a stuck or failed run as dealt with (the admin console hides it from
+    # the stuck list); cleared when the run changes status again.
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    resolution_note = models.TextField(blank=True, default="", db_default="")
+
+    class Meta:
+        indexes = [
+            # Keyset pagination: ORDER BY created_at DESC, id DESC within a tenant.
+            models.Index(fields=["tenant", "-created_at", "-id"], name="run_tenant_recent"),
+            models.Index(fields=["tenant", "status", "-created_at"], name="run_tenant_status"),
+            models.Index(
+                fields=["status", "lease_expires_at"],
+                name="run_expired_leases",
+                condition=models.Q(status="running"),
+            ),
+            models.Index(
+                fields=["status", "not_before"],
+                name="run_due",
+                condition=models.Q(status__in=["queued", "waiting_timer"]),
+            ),
+            # Cross-tenant stuck detection (beat, /metrics): the runs that are not done are a
+            # small slice of a large table. Only status is indexed, so a run that keeps
+            # running still updates heap-only.
+            models.Index(
+                fields=["status"],
+                name="run_open_by_status",
+                condition=~models.Q(status__in=["succeeded", "cancelled"]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent} run {self.id}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED
+
+
+class Checkpoint(TenantOwned):
+    """State after a step. Append-only; the transcript stays in Message rows."""
+
+    id = models.BigAutoField(primary_key=True)
+    # Written once per step, like RunEvent: (run, seq) is the only index and there are no
+    # foreign-key triggers on the hot path. Only agents_persist_step inserts rows, from the
+    # run row it has just updated (the tenant is the run's; RLS checks it); the ORM deletes
+    # them with their run (delete runs through the ORM, never with raw SQL).
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    run = models.ForeignKey(
+        Run,
+        on_delete=models.CASCADE,
+        related_name="checkpoints",
+        db_index=False,
+        db_constraint=False,
+    )
+    seq = models.PositiveIntegerField()
+    step = models.CharField(max_length=100)  # the step that produced this state
+    next_step = models.CharField(max_length=100, blank=True)
+    state = models.JSONField(default=dict)
+    schema_version = models.PositiveIntegerField()
+    messages_upto = models.PositiveIntegerField(default=0)  # transcript read up to this seq
+    created_at = models.DateTimeField(auto_now_add=True)
+    # A checkpoint the engine wrote is also the record of the attempt that produced it and
+    # of that step's step.finished event (StepAttempt rows are kept for attempts that wrote
+    # no checkpoint: retried, failed, lost). Checkpoints written by an admin's repair
+    # (replay, state edit) leave these empty.
+    attempt = models.PositiveIntegerField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True, default="", db_default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+    event_seq = models.PositiveIntegerField(null=True, blank=True)  # its step.finished event
+    status = models.CharField(max_length=20, blank=True, default="", db_default="")  # run's, after
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="checkpoint_unique_seq")]
+        ordering = ["run", "seq"]
+
+    def __str__(self) -> str:
+        return f"checkpoint {self.seq} of {self.run_id}"
+
+
+class RunEvent(TenantOwned):
+    """What happened to a run, numbered 1, 2, 3... per run, written in the transaction that
+    did it; live pages catch up from here after a reconnect (see agents/live/)."""
+
+    id = models.BigAutoField(primary_key=True)
+    # One row per step on the engine's hot path, so one index and no foreign-key triggers:
+    # (run, seq) serves every read (RLS adds the tenant); only the engine's own statements
+    # write rows, with the ids of the run row they update; the ORM deletes them with the run.
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="events", db_index=False, db_constraint=False
+    )
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=40)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="runevent_unique_seq")]
+        ordering = ["run", "seq"]
+
+    def __str__(self) -> str:
+        return f"event {self.seq} of {self.run_id}: {self.kind}"
+
+
+class RunEventLog(models.Model):
+    """Every event of a run, in order: the rows of RunEvent and the step.finished events
+    that the engine's checkpoints carry (a read-only view, agents_runevent_log, with the
+    caller's row-level security). Read events here; write them with agents.runtime.progress."""
+
+    pk = models.CompositePrimaryKey("run", "seq")
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.DO_NOTHING, related_name="+", db_constraint=False
+    )
+    run = models.ForeignKey(Run, on_delete=models.DO_NOTHING, related_name="+", db_constraint=False)
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=40)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField()
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        managed = False
+        db_table = "agents_runevent_log"
+        ordering = ["run", "seq"]
+
+    def __str__(self) -> str:
+        return f"event {self.seq} of {self.run_id}: {self.kind}"
+
+
+class AttemptOutcome(models.TextChoices):
+    SUCCEEDED = "succeeded", "Succeeded"
+    RETRYING = "retrying", "Failed, will retry"
+    FAILED = "failed", "Failed"
+    LOST = "lost", "Worker lost (lease expired)"
+    FENCED = "fenced", "Superseded by another worker"
+
+
+class StepAttempt(TenantOwned):
+    id = models.BigAutoField(primary_key=True)
+    # Written once per step, like Checkpoint: (run, seq) is the only index, no FK triggers.
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    run = models.ForeignKey(
+        Run,
+        on_delete=models.CASCADE,
+        related_name="attempts_log",
+        db_index=False,
+        db_constraint=False,
+    )
+    seq = models.PositiveIntegerField()  # the checkpoint seq this attempt would write
+    attempt = models.PositiveIntegerField()
+    step = models.CharField(max_length=100)
+    worker = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField()
+    outcome = models.CharField(max_length=16, choices=AttemptOutcome.choices)
+    error_class = models.CharField(max_length=200, blank=True)
+    error_code = models.CharField(max_length=100, blank=True)
+    message = models.TextField(blank=True)
+    traceback = models.TextField(blank=True)
+    duration_ms = models.FloatField(default=0)
+
+    class Meta:
+        ordering = ["run", "seq", "attempt"]
+        indexes = [models.Index(fields=["run", "seq"])]
+
+    def __str__(self) -> str:
+        return f"{self.step} #{self.attempt}: {self.outcome}"
+
+
+class ToolCallStatus(models.TextChoices):
+    INTENT = "intent", "Intent recorded, outcome unknown"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class ToolCall(TenantOwned):
+    """The ledger of side-effecting tool calls: intent before the call, outcome after."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
+    seq = models.PositiveIntegerField()
+    call_index = models.PositiveIntegerField()
+    tool = models.CharField(max_length=100)
+    idempotency_key = models.CharField(max_length=255)
+    arguments = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=ToolCallStatus.choices)
+    result = models.JSONField(null=True, blank=True)
+    sends = models.PositiveIntegerField(default=0)  # how often the call went out
+    created_at = models.DateTimeField(auto_now_add=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "seq", "call_index"], name="toolcall_unique_position"
+            )
+        ]
+        ordering = ["run", "seq", "call_index"]
+
+    def __str__(self) -> str:
+        return f"{self.tool} [{self.idempotency_key}] {self.status}"
+
+
+class IdempotencyStatus(models.TextChoices):
+    STARTED = "started", "Started"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class IdempotencyRecord(TenantOwned):
+    """A POST to our API remembered by its Idempotency-Key (Stripe's semantics)."""
+
+    id = models.BigAutoField(primary_key=True)
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=IdempotencyStatus.choices)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "key"], name="idempotency_unique_key")
+        ]
+        indexes = [models.Index(fields=["expires_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.status})"
+
+
+class DemoRefund(models.Model):
+    """The demo payments provider's own ledger (an external system, so not tenant-owned)."""
+
+    id = models.BigAutoField(primary_key=True)
+    idempotency_key = models.CharField(max_length=255, unique=True)
+    customer = models.CharField(max_length=100)
+    amount_cents = models.PositiveIntegerField()
+    requests = models.PositiveIntegerField(default=1)  # how many times it was asked
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"refund {self.amount_cents / 100:.2f} to {self.customer}"
+
+
+class PackedContext(TenantOwned):
+    """What one model call of one step was given and what was left out, and why: written in
+    the transaction that persists the step (ctx.pack), so exactly once with it."""
+
+    id = models.BigAutoField(primary_key=True)
+    # Like Checkpoint: (run, seq, index) is the only index; RLS checks the tenant on insert.
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="packed_contexts", db_index=False
+    )
+    seq = models.PositiveIntegerField()  # the checkpoint seq of the step
+    index = models.PositiveSmallIntegerField(default=0)  # which pack within the step
+    step = models.CharField(max_length=100)
+    model = models.CharField(max_length=200, blank=True)
+    encoding = models.CharField(max_length=100)
+    budget = models.PositiveIntegerField()  # the model's window minus the output reserve
+    reserve_output = models.PositiveIntegerField(default=0)
+    tokens_used = models.PositiveIntegerField()
+    sections = models.JSONField(default=list)  # per section: included/dropped counts and tokens
+    items = models.JSONField(default=list)  # every decision: section, label, tokens, reason
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "seq", "index"], name="packedcontext_unique_position"
+            )
+        ]
+        ordering = ["run", "seq", "index"]
+
+    def __str__(self) -> str:
+        return f"context of step {self.seq} of {self.run_id}: {self.tokens_used}/{self.budget}"

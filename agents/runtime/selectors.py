@@ -1,0 +1,173 @@
+"""Reads of the agents app. Every read names its tenant; members see only their own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.http import Http404
+
+from agents.runtime.models import (
+    AgentSession,
+    AttemptOutcome,
+    Checkpoint,
+    Message,
+    Run,
+    StepAttempt,
+    ToolCall,
+)
+from tenants.principal import Principal
+from tenants.scope import tenant_scope
+
+
+def sessions_for(principal: Principal) -> QuerySet[AgentSession]:
+    sessions = AgentSession.objects.for_tenant(principal.tenant)
+    if principal.sees_only_own:
+        sessions = sessions.filter(user=principal.user)
+    return sessions.order_by("-created_at")
+
+
+def session_for(principal: Principal, session_id: Any) -> AgentSession:
+    """The session, or 404 for anyone who may not see it (other tenants, other members)."""
+    try:
+        return sessions_for(principal).get(pk=session_id)
+    except (AgentSession.DoesNotExist, ValueError, TypeError):
+        raise Http404 from None
+
+
+def runs_for(
+    principal: Principal, *, status: str | None = None, agent: str | None = None
+) -> QuerySet[Run]:
+    runs = Run.objects.for_tenant(principal.tenant).select_related("session")
+    if principal.sees_only_own:
+        runs = runs.filter(Q(session__user=principal.user) | Q(created_by=principal.user))
+    if status:
+        runs = runs.filter(status=status)
+    if agent:
+        runs = runs.filter(agent=agent)
+    return runs.order_by("-created_at")
+
+
+def run_for(principal: Principal, run_id: Any) -> Run:
+    """The run, or 404 for anyone who may not see it."""
+    try:
+        return runs_for(principal).get(pk=run_id)
+    except (Run.DoesNotExist, ValueError, TypeError):
+        raise Http404 from None
+
+
+def run_timeline(run: Run) -> dict[str, list]:
+    """Checkpoints, attempts and ledger entries of one run, oldest first."""
+    tenant = run.tenant_id
+    checkpoints = list(Checkpoint.objects.for_tenant(tenant).filter(run=run).order_by("seq"))
+    return {
+        "checkpoints": checkpoints,
+        "attempts": step_attempts(run, checkpoints),
+        "tool_calls": list(ToolCall.objects.for_tenant(tenant).filter(run=run)),
+    }
+
+
+def step_attempts(
+    run: Run, checkpoints: list[Checkpoint], *, only: set[int] | None = None
+) -> list[StepAttempt]:
+    """Every attempt at the run's steps, oldest first: the StepAttempt rows (attempts that
+    wrote no checkpoint: retried, failed, lost) and the attempt each of `checkpoints`
+    records (the run's checkpoints, or those numbered `only`)."""
+    rows = StepAttempt.objects.for_tenant(run.tenant_id).filter(run=run)
+    if only is not None:
+        rows = rows.filter(seq__in=only)
+    found = list(rows) + [a for a in map(attempt_of, checkpoints) if a is not None]
+    found.sort(key=lambda a: (a.seq, a.attempt, a.ended_at, a.id or 0))
+    return found
+
+
+def attempt_of(checkpoint: Checkpoint) -> StepAttempt | None:
+    """The successful attempt that wrote `checkpoint` (None for an admin's repair)."""
+    if checkpoint.attempt is None:
+        return None
+    return StepAttempt(
+        tenant_id=checkpoint.tenant_id,
+        run_id=checkpoint.run_id,
+        seq=checkpoint.seq,
+        attempt=checkpoint.attempt,
+        step=checkpoint.step,
+        worker=checkpoint.worker,
+        started_at=checkpoint.started_at or checkpoint.created_at,
+        ended_at=checkpoint.created_at,
+        outcome=AttemptOutcome.SUCCEEDED,
+        duration_ms=checkpoint.duration_ms or 0.0,
+    )
+
+
+def transcript(session: AgentSession) -> QuerySet[Message]:
+    return Message.objects.for_tenant(session.tenant_id).filter(session=session).order_by("seq")
+
+
+def transcript_for_step(*, tenant_id: str, session_id: Any) -> list[dict[str, Any]]:
+    """The conversation as the engine hands it to a step."""
+    with tenant_scope(tenant_id):
+        rows = Message.objects.for_tenant(tenant_id).filter(session_id=session_id).order_by("seq")
+        return [
+            {
+                "seq": m.seq,
+                "role": m.role,
+                "content": m.content,
+                "tool_call": m.tool_call,
+                "tool_result": m.tool_result,
+            }
+            for m in rows
+        ]
+
+
+def run_approvals(run: Run) -> list[Any]:
+    """Approval requests of one run, oldest first."""
+    from approvals.selectors import requests_for_run
+
+    return requests_for_run(tenant_id=run.tenant_id, run_id=run.pk)
+
+
+def approval_awaited_by(run: Run) -> Any | None:
+    """The approval request a run waiting for approval is waiting on, or None."""
+    from agents.runtime.models import RunStatus
+    from approvals.selectors import request_awaited
+
+    if run.status != RunStatus.WAITING_APPROVAL:
+        return None
+    return request_awaited(tenant_id=run.tenant_id, run_id=run.pk, waiting_for=run.waiting_for)
+
+
+# --- threads and packed contexts (agents/conversations/) ------------------------------------------
+
+
+def session_forks(principal: Principal, session: AgentSession) -> QuerySet[AgentSession]:
+    """Conversations forked from `session` that the principal may see, oldest first."""
+    return sessions_for(principal).filter(parent=session).order_by("created_at")
+
+
+def thread_ancestors(session: AgentSession) -> list[dict[str, Any]]:
+    """The sessions a thread reads, root first: each with the seq it is seen up to."""
+    from agents.conversations.threads import ancestors
+
+    chain = ancestors(tenant_id=session.tenant_id, session_id=session.pk)
+    found = AgentSession.objects.for_tenant(session.tenant_id).filter(
+        pk__in=[pk for pk, _ in chain]
+    )
+    rows = {str(s.pk): s for s in found.select_related("user")}
+    return [{"session": rows[pk], "upto": upto} for pk, upto in chain if pk in rows]
+
+
+def thread(session: AgentSession) -> list[dict[str, Any]]:
+    """Every message of the thread, oldest first, inherited ones marked (position, origin)."""
+    from agents.conversations.threads import thread_messages
+
+    messages = thread_messages(tenant_id=session.tenant_id, session_id=session.pk)
+    for message in messages:
+        message["inherited"] = message["session"] != str(session.pk)
+    return messages
+
+
+def packed_contexts(run: Run) -> QuerySet[Any]:
+    """What each step of the run packed for the model, in step order."""
+    from agents.runtime.models import PackedContext
+
+    return PackedContext.objects.for_tenant(run.tenant_id).filter(run=run).order_by("seq", "index")

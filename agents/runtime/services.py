@@ -1,0 +1,321 @@
+"""Writes of the agents app: start, message, cancel, wake. Views and tasks call these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import F
+
+from agents.runtime import errors
+from agents.runtime.definitions import get_agent
+from agents.runtime.models import (
+    FINISHED,
+    WAITING,
+    AgentSession,
+    Message,
+    MessageRole,
+    Run,
+    RunStatus,
+)
+from agents.runtime.progress import publish
+from tenants.principal import Principal
+from tenants.services import audit_record
+
+
+def _enqueue(run: Run) -> None:
+    from agents.runtime.tasks import enqueue_run
+
+    transaction.on_commit(lambda: enqueue_run(tenant_id=run.tenant_id, run_id=run.pk))
+
+
+@transaction.atomic
+def session_create(*, principal: Principal, agent: str, user=None, title: str = "") -> AgentSession:
+    """Open a conversation with `agent` for `user` (members always for themselves)."""
+    get_agent(agent)
+    if principal.sees_only_own or user is None:
+        user = principal.user
+    return AgentSession.objects.create(
+        tenant=principal.tenant, agent=agent, user=user, title=title[:200]
+    )
+
+
+@transaction.atomic
+def run_start(
+    *, principal: Principal, agent: str, input: dict[str, Any], session: AgentSession | None = None
+) -> Run:
+    """Create a queued run of `agent`; it is enqueued when the transaction commits."""
+    definition = get_agent(agent)
+    run = Run.objects.create(
+        tenant=principal.tenant,
+        session=session,
+        agent=definition.name,
+        agent_version=definition.version,
+        current_step=definition.first,
+        state_schema_version=definition.state_version,
+        input=input,
+        created_by=principal.user,
+    )
+    audit_record(
+        tenant=principal.tenant,
+        actor=principal,
+        action="run.started",
+        target=run,
+        after={"agent": agent, "input": input},
+    )
+    publish(tenant_id=run.tenant_id, run_id=run.pk, kind="run.queued", status=run.status)
+    _enqueue(run)
+    return run
+
+
+def messages_append(
+    *, tenant_id: Any, session_id: Any, run_id: Any | None, messages: list[dict[str, Any]]
+) -> list[Message]:
+    """Append to the transcript in the caller's transaction; seq comes from the session row."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE agents_agentsession SET last_seq = last_seq + %s, updated_at = now() "
+            "WHERE id = %s RETURNING last_seq, inherited_messages, summary_upto",
+            [len(messages), str(session_id)],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise errors.RunFinished("The conversation no longer exists.")
+    first = row[0] - len(messages) + 1
+    created = Message.objects.bulk_create(
+        Message(
+            tenant_id=tenant_id,
+            session_id=session_id,
+            run_id=run_id,
+            seq=first + i,
+            role=m["role"],
+            content=m.get("content", ""),
+            tool_call=m.get("tool_call"),
+            tool_result=m.get("tool_result"),
+        )
+        for i, m in enumerate(messages)
+    )
+    for message in created:
+        publish(
+            tenant_id=tenant_id,
+            run_id=run_id or "",
+            kind="message.appended",
+            session_id=str(session_id),
+            message_seq=message.seq,
+            role=message.role,
+        )
+    _after_append(tenant_id, session_id, created, inherited=row[1], summary_upto=row[2])
+    return created
+
+
+def _after_append(
+    tenant_id: Any, session_id: Any, created: list[Message], *, inherited: int, summary_upto: int
+) -> None:
+    """Once the messages are committed: extend the hot session cache, and ask for a summary
+    when the thread may have outgrown the turns kept verbatim."""
+    from agents.conversations import cache
+    from agents.conversations.summary import needs_summary
+
+    appended = [
+        {
+            "pos": inherited + m.seq,
+            "session": str(session_id),
+            "seq": m.seq,
+            "role": m.role,
+            "content": m.content,
+            "tool_call": m.tool_call,
+            "tool_result": m.tool_result,
+            "tokens": None,
+        }
+        for m in created
+    ]
+    count = inherited + created[-1].seq if created else 0
+
+    def after_commit() -> None:
+        cache.messages_appended(tenant_id=tenant_id, session_id=session_id, messages=appended)
+        if needs_summary(count=count, summary_upto=summary_upto):
+            from agents.runtime.tasks import enqueue_summary
+
+            enqueue_summary(tenant_id=tenant_id, session_id=session_id)
+
+    transaction.on_commit(after_commit)
+
+
+@transaction.atomic
+def message_post(
+    *, principal: Principal, session: AgentSession, content: str
+) -> tuple[Message, Run]:
+    """A user message: queued to a run that is working, else it starts a new run."""
+    definition = get_agent(session.agent)
+    active = (
+        Run.objects.for_tenant(principal.tenant)
+        .filter(session=session)
+        .exclude(status__in=FINISHED)
+        .select_for_update()
+        .order_by("-created_at")
+        .first()
+    )
+    if active is not None and active.status == RunStatus.RUNNING:
+        if definition.on_message_while_running == "reject":
+            raise errors.SessionBusy()
+        if definition.on_message_while_running == "interrupt":
+            Run.objects.for_tenant(principal.tenant).filter(pk=active.pk).update(
+                cancel_requested=True
+            )
+            active = None
+    [message] = messages_append(
+        tenant_id=principal.tenant.pk,
+        session_id=session.pk,
+        run_id=None,
+        messages=[{"role": MessageRole.USER, "content": content}],
+    )
+    if active is None or active.status in FINISHED:
+        active = run_start(
+            principal=principal, agent=session.agent, input={"message": content}, session=session
+        )
+    return message, active
+
+
+@transaction.atomic
+def conversation_start(
+    *,
+    principal: Principal,
+    agent: str,
+    message: str,
+    input: dict[str, Any] | None = None,
+    title: str = "",
+) -> Run:
+    """Open a conversation whose first user message starts a run of `agent`."""
+    session = session_create(principal=principal, agent=agent, title=title)
+    run = run_start(
+        principal=principal,
+        agent=agent,
+        session=session,
+        input={**(input or {}), "message": message},
+    )
+    messages_append(
+        tenant_id=principal.tenant.pk,
+        session_id=session.pk,
+        run_id=run.pk,
+        messages=[{"role": MessageRole.USER, "content": message}],
+    )
+    return run
+
+
+@transaction.atomic
+def session_fork(
+    *, principal: Principal, session: AgentSession, at_seq: Any, title: str = ""
+) -> AgentSession:
+    """A new conversation that sees `session`'s thread up to its message `at_seq`, then its
+    own messages. No message is copied; the summary is carried over when it still applies."""
+    from agents.conversations.errors import ForkPointInvalid
+
+    last = (
+        AgentSession.objects.for_tenant(principal.tenant)
+        .filter(pk=session.pk)
+        .values_list("last_seq", flat=True)
+    )
+    last_seq = last.first() or 0
+    valid = isinstance(at_seq, int) and not isinstance(at_seq, bool) and 1 <= at_seq <= last_seq
+    if not valid or not (
+        Message.objects.for_tenant(principal.tenant).filter(session=session, seq=at_seq).exists()
+    ):
+        raise ForkPointInvalid(
+            f"Message {at_seq!r} is not in this conversation (it has messages 1 to {last_seq}).",
+            detail={"at_seq": at_seq, "last_seq": last_seq},
+        )
+    inherited = session.inherited_messages + at_seq
+    keeps_summary = 0 < session.summary_upto <= inherited
+    fork = AgentSession.objects.create(
+        tenant=principal.tenant,
+        user=session.user,
+        agent=session.agent,
+        title=(title or f"{session} (fork at {at_seq})")[:200],
+        parent=session,
+        fork_seq=at_seq,
+        inherited_messages=inherited,
+        summary=session.summary if keeps_summary else "",
+        summary_upto=session.summary_upto if keeps_summary else 0,
+        summary_updated_at=session.summary_updated_at if keeps_summary else None,
+    )
+    audit_record(
+        tenant=principal.tenant,
+        actor=principal,
+        action="session.forked",
+        target=fork,
+        after={"parent": str(session.pk), "at_seq": at_seq},
+    )
+    return fork
+
+
+@transaction.atomic
+def run_cancel(*, principal: Principal, run: Run) -> Run:
+    """Cancel at once if not running; a running run stops at its next step boundary."""
+    runs = Run.objects.for_tenant(principal.tenant).filter(pk=run.pk)
+    before = run.status
+    if runs.filter(status__in=[RunStatus.QUEUED, *WAITING]).update(
+        status=RunStatus.CANCELLED,
+        version=F("version") + 1,
+        lease_owner="",
+        finished_at=_now(),
+        cancel_requested=True,
+    ):
+        from approvals.services import requests_cancel_for_run
+
+        requests_cancel_for_run(tenant_id=run.tenant_id, run_id=run.pk)
+    elif not runs.filter(status=RunStatus.RUNNING).update(cancel_requested=True):
+        raise errors.RunFinished(f"The run already {run.status}.")
+    run.refresh_from_db()
+    audit_record(
+        tenant=principal.tenant,
+        actor=principal,
+        action="run.cancelled",
+        target=run,
+        before={"status": before},
+        after={"status": run.status},
+    )
+    publish(tenant_id=run.tenant_id, run_id=run.pk, kind="run.status", status=run.status)
+    return run
+
+
+@transaction.atomic
+def run_send_event(*, principal: Principal, run: Run, name: str, payload: Any) -> Run:
+    """Deliver an external event to a run waiting for it; the run wakes on commit."""
+    updated = (
+        Run.objects.for_tenant(principal.tenant)
+        .filter(pk=run.pk, status=RunStatus.WAITING_EVENT, waiting_for=name)
+        .update(
+            status=RunStatus.QUEUED,
+            waiting_for="",
+            version=F("version") + 1,
+            wake_payload={"event": {"name": name, "payload": payload}},
+        )
+    )
+    if not updated:
+        run.refresh_from_db()
+        waiting = (
+            f"waiting for event {run.waiting_for!r}"
+            if run.status == "waiting_event"
+            else run.status
+        )
+        raise errors.RunNotWaiting(
+            f"The run is not waiting for event {name!r} (it is {waiting}).",
+            detail={"status": run.status, "waiting_for": run.waiting_for},
+        )
+    run.refresh_from_db()
+    audit_record(
+        tenant=principal.tenant,
+        actor=principal,
+        action="run.event",
+        target=run,
+        after={"event": name},
+    )
+    publish(tenant_id=run.tenant_id, run_id=run.pk, kind="run.status", status=run.status)
+    _enqueue(run)
+    return run
+
+
+def _now():
+    from django.utils import timezone
+
+    return timezone.now()

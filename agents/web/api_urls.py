@@ -1,0 +1,32 @@
+"""REST endpoints of the agents app."""
+
+from django.urls import path
+
+from agents.web import api
+
+urlpatterns = [
+    path("agents", api.AgentListView.as_view(), name="api_agents"),
+    path("sessions", api.SessionListView.as_view(), name="api_sessions"),
+    path("sessions/<uuid:session_id>", api.SessionDetailView.as_view(), name="api_session"),
+    path(
+        "sessions/<uuid:session_id>/messages",
+        api.SessionMessagesView.as_view(),
+        name="api_session_messages",
+    ),
+    path(
+        "sessions/<uuid:session_id>/forks",
+        api.SessionForksView.as_view(),
+        name="api_session_forks",
+    ),
+    path(
+        "sessions/<uuid:session_id>/thread",
+        api.SessionThreadView.as_view(),
+        name="api_session_thread",
+    ),
+    path("runs", api.RunListView.as_view(), name="api_runs"),
+    path("runs/<uuid:run_id>/context", api.RunContextView.as_view(), name="api_run_context"),
+    path("runs/<uuid:run_id>", api.RunDetailView.as_view(), name="api_run"),
+    path("runs/<uuid:run_id>/cancel", api.RunCancelView.as_view(), name="api_run_cancel"),
+    path("runs/<uuid:run_id>/events", api.RunEventView.as_view(), name="api_run_events"),
+    path("runs/<uuid:run_id>/decision", api.RunDecisionView.as_view(), name="api_run_decision"),
+]

@@ -1,0 +1,304 @@
+"""What the run pages show, read for the HTTP views and the websocket consumer alike.
+
+Both render the same partials of `agents/run_detail.html` and `agents/runs.html` from these
+contexts, so a page updated live looks exactly like the same page loaded fresh.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
+
+from agents.runtime import selectors
+from agents.runtime.definitions import get_agent
+from agents.runtime.errors import AppError
+from agents.runtime.models import (
+    Checkpoint,
+    Message,
+    Run,
+    RunEventLog,
+    RunStatus,
+    StepAttempt,
+    ToolCall,
+)
+from agents.web.forms import RunFilterForm, make_cursor
+from approvals.models import ApprovalRequest
+from tenants.principal import Principal
+
+PAGE_SIZE = 50
+EVENTS_SHOWN = 200  # the run page's event log shows the latest ones
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+# --- one run --------------------------------------------------------------------------------------
+
+
+@dataclass
+class StepEntry:
+    """One step of the timeline: its checkpoint (once written) and every attempt at it.
+
+    `current` marks the step the run is on (running, queued or waiting); it is shown even
+    before any attempt at it, so the page has an element to update when it starts.
+    """
+
+    seq: int
+    step: str
+    checkpoint: Checkpoint | None = None
+    attempts: list[StepAttempt] = field(default_factory=list)
+    current: bool = False
+    since: dt.datetime | None = None  # when the current step started running
+
+    @property
+    def took_ms(self) -> float | None:
+        done = [a.duration_ms for a in self.attempts if a.outcome == "succeeded"]
+        return done[-1] if done else None
+
+
+def steps(run: Run, *, only: set[int] | None = None) -> list[StepEntry]:
+    """The timeline (or only the entries numbered `only`), oldest first."""
+    checkpoints = Checkpoint.objects.for_tenant(run.tenant_id).filter(run=run).defer("state")
+    if only is not None:
+        checkpoints = checkpoints.filter(seq__in=only)
+    entries: dict[int, StepEntry] = {}
+    found = list(checkpoints.order_by("seq"))
+    for cp in found:
+        entries[cp.seq] = StepEntry(seq=cp.seq, step=cp.step, checkpoint=cp)
+    for attempt in selectors.step_attempts(run, found, only=only):
+        entry = entries.setdefault(attempt.seq, StepEntry(seq=attempt.seq, step=attempt.step))
+        entry.attempts.append(attempt)
+    current = run.step_seq + 1
+    if not run.is_finished and (only is None or current in only):
+        entry = entries.setdefault(current, StepEntry(seq=current, step=run.current_step))
+        entry.current = True
+        entry.since = run.updated_at if run.status == RunStatus.RUNNING else None
+    return [entries[seq] for seq in sorted(entries)]
+
+
+def step_entry(run: Run, seq: int) -> StepEntry | None:
+    """One entry of the timeline, or None if the page does not show that step (any more)."""
+    found = steps(run, only={seq})
+    return found[0] if found else None
+
+
+def progress(run: Run) -> dict[str, Any]:
+    """Step n of m (m: steps the agent defines, an upper bound only for agents without
+    loops), the current step and how long things took."""
+    try:
+        defined = len(get_agent(run.agent).steps)
+    except AppError:
+        defined = None
+    number = run.step_seq if run.is_finished else run.step_seq + 1
+    end = run.finished_at or timezone.now()
+    return {
+        "number": number,
+        "defined": defined,
+        "bar": defined is not None and not run.is_finished and number <= defined,
+        "current": None if run.is_finished else run.current_step,
+        # The run's current step started when its row last changed: claims and step commits
+        # set updated_at, lease renewals do not.
+        "running_since": run.updated_at if run.status == RunStatus.RUNNING else None,
+        "elapsed_s": (end - run.started_at).total_seconds() if run.started_at else None,
+    }
+
+
+def latest_state(run: Run) -> str | None:
+    """The state of the latest checkpoint, pretty, or None before the first one."""
+    states = Checkpoint.objects.for_tenant(run.tenant_id).filter(run=run, seq=run.step_seq)
+    found = list(states.values_list("state", flat=True)[:1])
+    return pretty(found[0]) if found else None
+
+
+def approvals(run: Run, errors: dict[Any, tuple[str | None, str]] | None = None) -> list:
+    # A small read of the approvals app's table, scoped by tenant and run; the run itself was
+    # resolved through run_for, so whoever sees the run may see its approvals.
+    found = list(
+        ApprovalRequest.objects.for_tenant(run.tenant_id).filter(run=run).order_by("-requested_at")
+    )
+    for approval in found:
+        error, draft = (errors or {}).get(approval.pk, (None, ""))
+        dress_approval(approval, error=error, draft=draft)
+    return found
+
+
+def dress_approval(approval: ApprovalRequest, *, error: str | None, draft: str) -> None:
+    """What the approval partial shows beyond the row: pretty arguments, an error, a draft."""
+    approval.arguments_json = pretty(approval.arguments)  # type: ignore[attr-defined]
+    approval.error, approval.draft = error, draft  # type: ignore[attr-defined]
+
+
+def messages(run: Run, *, seqs: set[int] | None = None) -> list[Message]:
+    if not run.session_id:
+        return []
+    found = Message.objects.for_tenant(run.tenant_id).filter(session_id=run.session_id)
+    if seqs is not None:
+        found = found.filter(seq__in=seqs)
+    result = list(found.order_by("seq"))
+    for message in result:
+        message.tool_call_json = pretty(message.tool_call)
+        message.tool_result_json = pretty(message.tool_result)
+    return result
+
+
+def tool_calls(run: Run) -> list[ToolCall]:
+    calls = list(ToolCall.objects.for_tenant(run.tenant_id).filter(run=run))
+    for call in calls:
+        call.result_json = pretty(call.result)
+    return calls
+
+
+def events(run: Run, *, after: int | None = None) -> list[RunEventLog]:
+    """The run's events after number `after` (all of them: the latest EVENTS_SHOWN)."""
+    found = RunEventLog.objects.for_tenant(run.tenant_id).filter(run=run)
+    if after is not None:
+        return list(found.filter(seq__gt=after).order_by("seq"))
+    return list(reversed(found.order_by("-seq")[:EVENTS_SHOWN]))
+
+
+def error_detail(error: Any) -> str | None:
+    """The run's error beyond its code and message (class, step, attempt), if any."""
+    if not isinstance(error, dict):
+        return None if error is None else pretty(error)
+    rest = {k: v for k, v in error.items() if k not in ("code", "message")}
+    return pretty(rest) if rest else None
+
+
+def io_context(run: Run) -> dict[str, Any]:
+    return {
+        "input": pretty(run.input),
+        "output": None if run.output is None else pretty(run.output),
+    }
+
+
+def audit_trail(run: Run, approvals: list) -> list:
+    """Audit events about the run and its approval requests (requests, decisions, edits,
+    expiries, escalations), oldest first."""
+    from django.db.models import Q
+
+    from tenants.models import AuditEvent
+
+    about = Q(target_type="agents.run", target_id=str(run.pk))
+    if approvals:
+        ids = [str(a.pk) for a in approvals]
+        about |= Q(target_type="approvals.approvalrequest", target_id__in=ids)
+    return list(AuditEvent.objects.for_tenant(run.tenant_id).filter(about).order_by("id")[:200])
+
+
+def summary_context(run: Run) -> dict[str, Any]:
+    return {"run": run, "progress": progress(run), "error_detail": error_detail(run.error)}
+
+
+def run_context(
+    run: Run,
+    *,
+    cancel_error: str | None = None,
+    approval_errors: dict[Any, tuple[str | None, str]] | None = None,
+) -> dict[str, Any]:
+    """Everything the run page shows. `run` is read before the rest, so what the page shows
+    is at least as new as `run.event_seq`, the number the live updates continue from."""
+    run_approvals = approvals(run, approval_errors)
+    return {
+        **summary_context(run),
+        **io_context(run),
+        "steps": steps(run),
+        "tool_calls": tool_calls(run),
+        "approvals": run_approvals,
+        "audit": audit_trail(run, run_approvals),
+        "transcript": messages(run),
+        "state": latest_state(run),
+        "events": events(run),
+        "cancel_error": cancel_error,
+        "now": timezone.now(),
+    }
+
+
+# --- the runs list --------------------------------------------------------------------------------
+
+
+def runs_table(principal: Principal, filters: RunFilterForm) -> tuple[dict[str, Any], int]:
+    """One page of runs for the filter form, and the status code it deserves."""
+    if not filters.is_valid():
+        return {"filters": filters, "runs": [], "invalid": True, "live_filter": ""}, 400
+    data = filters.cleaned_data
+    runs = selectors.runs_for(principal, status=data["status"] or None, agent=data["agent"] or None)
+    runs = runs.select_related("created_by").order_by("-created_at", "-id")
+    if data["before"]:
+        created_at, pk = data["before"]
+        runs = runs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=pk))
+    page = list(runs[: PAGE_SIZE + 1])
+    keep = {k: data[k] for k in ("status", "agent") if data[k]}
+    older = None
+    if len(page) > PAGE_SIZE:
+        page = page[:PAGE_SIZE]
+        cursor = make_cursor(page[-1].created_at, page[-1].pk)
+        older = "?" + urlencode({**keep, "before": cursor})
+    live = {**keep, "before": filters.data.get("before", "")} if data["before"] else keep
+    return {
+        "filters": filters,
+        "runs": page,
+        "older_url": older,
+        "newest_url": ("?" + urlencode(keep)) if data["before"] else None,
+        "only_own": principal.sees_only_own,
+        "live_filter": urlencode(live),
+    }, 200
+
+
+def run_matches(run: Run, filters: RunFilterForm) -> bool:
+    """Whether a new run belongs at the top of the list these filters show."""
+    if not filters.is_valid() or filters.cleaned_data["before"]:
+        return False
+    data = filters.cleaned_data
+    return (not data["status"] or run.status == data["status"]) and (
+        not data["agent"] or run.agent == data["agent"]
+    )
+
+
+def status_counts(principal: Principal) -> list[dict[str, Any]]:
+    rows: QuerySet = (
+        selectors.runs_for(principal).order_by().values_list("status").annotate(n=Count("id"))
+    )
+    counts = dict(rows)
+    return [
+        {"value": value, "label": label, "count": counts.get(value, 0)}
+        for value, label in RunStatus.choices
+    ]
+
+
+# --- conversations and forks (agents/conversations/) ----------------------------------------------
+
+
+def conversation_list(principal: Principal) -> dict[str, Any]:
+    sessions = (
+        selectors.sessions_for(principal)
+        .select_related("user", "parent")
+        .annotate(fork_count=Count("forks"))[:PAGE_SIZE]
+    )
+    return {"sessions": list(sessions), "only_own": principal.sees_only_own}
+
+
+def conversation_context(
+    principal: Principal, session: Any, *, fork_error: str | None = None
+) -> dict[str, Any]:
+    """One conversation: its ancestry, the whole thread, its forks, runs and summary."""
+    ancestry = selectors.thread_ancestors(session)
+    owners = {str(a["session"].pk): a["session"] for a in ancestry}
+    thread = selectors.thread(session)
+    for message in thread:
+        message["owner"] = owners.get(message["session"], session)
+    return {
+        "session": session,
+        "ancestors": ancestry[:-1],
+        "thread": thread,
+        "forks": list(selectors.session_forks(principal, session).select_related("user")),
+        "runs": list(selectors.runs_for(principal).filter(session=session)[:20]),
+        "covered": session.summary_upto,
+        "fork_error": fork_error,
+    }
