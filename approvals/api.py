@@ -1,6 +1,6 @@
 """REST endpoints for integrations (a chat-ops bot, say): list, get and decide approvals.
 
-Lookups go through `selectors.request_for` (404 outside the tenant, and for members outside
+Lookups go through `selectors.approval_request_for` (404 outside the tenant, and for members outside
 their own runs); the decision is `approval_decide`, with `Idempotency-Key` as on every POST.
 """
 
@@ -8,37 +8,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.runtime.idempotency import idempotent
-from agents.web.api import AgentsAPIView
-from agents.web.serializers import DecisionSerializer, ErrorSerializer
 from approvals import selectors
 from approvals import serializers as s
 from approvals.services import approval_decide
+from core.api import ApiView, error_responses, validated
+from core.idempotency import idempotent
 from tenants.models import Scope
 
 TAGS = ["approvals"]
 
 
-def _errors(*codes: int) -> dict[int, OpenApiResponse]:
-    return {code: OpenApiResponse(ErrorSerializer) for code in codes}
-
-
-class ApprovalListView(AgentsAPIView):
+class ApprovalListView(ApiView):
     @extend_schema(
         operation_id="approvals_list",
         tags=TAGS,
         parameters=[s.ApprovalListQuerySerializer],
-        responses={200: s.ApprovalPageSerializer, **_errors(400)},
+        responses={200: s.ApprovalPageSerializer, **error_responses(400)},
     )
     def get(self, request: Request) -> Response:
         """Approval requests: pending by deadline, or decided newest first; keyset pages."""
-        query = s.ApprovalListQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        q: dict[str, Any] = dict(query.validated_data)
+        q = validated(s.ApprovalListQuerySerializer, request.query_params)
         page = selectors.inbox_page(
             request.principal,
             status=q["status"],
@@ -51,42 +44,41 @@ class ApprovalListView(AgentsAPIView):
         return Response(s.ApprovalPageSerializer(body).data)
 
 
-class ApprovalDetailView(AgentsAPIView):
+class ApprovalDetailView(ApiView):
     @extend_schema(
         operation_id="approvals_retrieve",
         tags=TAGS,
-        responses={200: s.ApprovalSerializer, **_errors(404)},
+        responses={200: s.ApprovalSerializer, **error_responses(404)},
     )
     def get(self, request: Request, request_id: Any) -> Response:
         """One approval request: the proposed action, its rules, and its decision if any."""
-        approval = selectors.request_for(request.principal, request_id)
+        approval = selectors.approval_request_for(request.principal, request_id)
         return Response(s.ApprovalSerializer(approval).data)
 
 
-class ApprovalDecisionView(AgentsAPIView):
+class ApprovalDecisionView(ApiView):
     write_scope = Scope.APPROVE
 
     @extend_schema(
         operation_id="approvals_decision_create",
         tags=TAGS,
-        request=DecisionSerializer,
+        request=s.DecisionSerializer,
         responses={
             200: s.ApprovalDecisionResultSerializer,
-            **_errors(400, 403, 404, 409, 413, 422),
+            **error_responses(400, 403, 404, 409, 413, 422),
         },
     )
     @idempotent
     def post(self, request: Request, request_id: Any) -> Response:
         """Approve (optionally with edited arguments) or reject, once; 409 names the winner."""
-        approval = selectors.request_for(request.principal, request_id)
-        data = DecisionSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        approval = selectors.approval_request_for(request.principal, request_id)
+        data = validated(s.DecisionSerializer, request.data)
         approval = approval_decide(
             principal=request.principal,
             request=approval,
-            approve=data.validated_data["approve"],
-            comment=data.validated_data["comment"],
-            edited_arguments=data.validated_data["arguments"],
+            approve=data["approve"],
+            comment=data["comment"],
+            edited_arguments=data["arguments"],
         )
         approval.run.refresh_from_db()
         body = {"approval": approval, "run": approval.run}

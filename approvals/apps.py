@@ -6,7 +6,7 @@ class ApprovalsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from agents.live.render import register_feed
-        from approvals.live import approvals_feed
+        # Registration needs the models loaded, which they are only once ready() runs.
+        from approvals import hooks
 
-        register_feed("approvals", approvals_feed)  # the inbox, its badge, a request's page
+        hooks.register()

@@ -13,6 +13,9 @@ from typing import Any
 
 import jsonschema
 
+from agents.runtime.definitions import all_agents
+from agents.runtime.errors import ToolFailed
+from agents.runtime.tools import get_tool
 from approvals.errors import InvalidArguments
 
 SCALAR_TYPES = {"string", "number", "integer", "boolean"}
@@ -20,10 +23,6 @@ SCALAR_TYPES = {"string", "number", "integer", "boolean"}
 
 def _tool(action: str) -> Any:
     """The registered tool named `action`, or None."""
-    from agents.runtime.definitions import all_agents
-    from agents.runtime.errors import ToolFailed
-    from agents.runtime.tools import get_tool
-
     # Tools register when their agent's module is imported; a web process may not have
     # imported any yet, and an unknown tool would validate nothing.
     all_agents()

@@ -7,6 +7,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
+from approvals.selectors import decidable_count
 from tenants.models import Scope
 
 
@@ -15,6 +16,4 @@ def approvals_badge(request: HttpRequest) -> dict[str, Any]:
     principal = getattr(request, "principal", None)
     if principal is None or not principal.can(Scope.APPROVE):
         return {}
-    from approvals.selectors import decidable_count
-
     return {"approvals_badge": SimpleLazyObject(lambda: decidable_count(principal))}

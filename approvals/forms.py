@@ -6,6 +6,8 @@ from typing import Any
 
 from django import forms
 
+from agents.runtime.definitions import all_agents
+from agents.runtime.tools import all_tools
 from approvals.arguments import EditableField, coerce
 from approvals.models import ANY_ACTION, ApprovalPolicy, ApproverGroup, ApproverRole, OnExpiry
 from approvals.selectors import STATUS_FILTERS, Cursor
@@ -18,9 +20,6 @@ COMMENT_MAX = 2000
 
 def action_choices() -> list[tuple[str, str]]:
     """Actions a request can be about: the registered tools, side-effecting ones first."""
-    from agents.runtime.definitions import all_agents
-    from agents.runtime.tools import all_tools
-
     all_agents()  # tools register when their agents' modules are imported
     tools = sorted(all_tools(), key=lambda t: (not t.side_effects, t.name))
     return [(t.name, t.name) for t in tools]

@@ -5,8 +5,9 @@ A page subscribes with `{"type": "subscribe", "kind": "approvals", "filter": ...
 filter says what it shows: absent (only the nav badge), the inbox's query string (`status=...`,
 `action=...`, `mine=on`, `after=...`; empty for the default list) or `request=<uuid>` (one
 request's page). Only what the page shows is sent, and only to whom the HTTP pages would show
-it: the badge to people who approve, the inbox and a request as `selectors.requests_visible_to`
-allows (a member hears nothing about another member's run, another tenant nothing at all).
+it: the badge to people who approve, the inbox and a request as
+`selectors.approval_requests_visible_to` allows (a member hears nothing about another
+member's run, another tenant nothing at all).
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from django.core.exceptions import ValidationError
 from django.http import Http404, QueryDict
 from django.template.loader import render_to_string
 
+from agents.runtime.selectors import runs_for
 from approvals import selectors
+from approvals.forms import InboxFilterForm
 from approvals.models import ApprovalRequest
+from approvals.views import DETAIL, INBOX, detail_context, inbox_list_context
 from tenants.models import Scope
 from tenants.principal import Principal
 from tenants.scope import tenant_scope
@@ -61,8 +65,6 @@ def _has_requests(principal: Principal, run_id: Any) -> bool:
 def _sees_run(principal: Principal, run_id: Any) -> bool:
     if not principal.sees_only_own:
         return True
-    from agents.runtime.selectors import runs_for
-
     try:
         return runs_for(principal).filter(pk=run_id).exists()
     except (ValueError, TypeError, Http404):
@@ -75,18 +77,13 @@ def _badge(principal: Principal) -> str:
 
 
 def _inbox_list(principal: Principal, query: QueryDict) -> str:
-    from approvals.forms import InboxFilterForm
-    from approvals.views import INBOX, inbox_list_context
-
     context, _ = inbox_list_context(principal, InboxFilterForm(query))
     return render_to_string(f"{INBOX}#inbox-list", {**context, "live": True})
 
 
 def _request_page(principal: Principal, request_id: str, event: dict[str, Any] | None) -> list:
-    from approvals.views import DETAIL, detail_context
-
     try:
-        approval = selectors.request_for(principal, request_id)
+        approval = selectors.approval_request_for(principal, request_id)
     except Http404:
         return []
     if event is not None and str(event.get("run_id")) != str(approval.run_id):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
+from django.db import transaction
 from django.urls import reverse
 
 from approvals.models import ApprovalRequest, ApproverGroupMember, ApproverRole
@@ -76,3 +78,14 @@ def request_notify(*, tenant_id: Any, request_id: Any, kind: str = "requested") 
     # One message each: approvers do not see each other's addresses.
     emails = [EmailMessage(subject, body, settings.DEFAULT_FROM_EMAIL, [address]) for address in to]
     return get_connection().send_messages(emails) or 0
+
+
+def queue_notification(kwargs: dict[str, str]) -> None:
+    """Send the approvals.notify_approvers task (by name: the tasks module imports services)."""
+    current_app.send_task("approvals.notify_approvers", kwargs=kwargs)
+
+
+def notify_approvers_on_commit(request: Any, *, kind: str) -> None:
+    """Queue the email once the request is committed; a broker hiccup never fails the step."""
+    kwargs = {"tenant_id": str(request.tenant_id), "request_id": str(request.pk), "kind": kind}
+    transaction.on_commit(lambda: queue_notification(kwargs), robust=True)

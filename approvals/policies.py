@@ -19,9 +19,9 @@ from approvals.models import (
     ApproverGroupMember,
     ApproverRole,
 )
+from tenants.audit import audit_record
 from tenants.models import Role, Scope
 from tenants.principal import Principal
-from tenants.services import audit_record
 
 POLICY_FIELDS = (
     "amount_threshold",
@@ -51,7 +51,7 @@ def approval_required(*, tenant_id: Any, action: str, amount: Any = None) -> boo
     """Whether the tenant's policy wants a person to decide `action` for `amount`.
 
     Agents may ask before pausing; a request made anyway for an amount the policy lets
-    through is approved at once by `request_create`.
+    through is approved at once by `approval_request_create`.
     """
     return needs_decision(policy_for(tenant_id=tenant_id, action=action), amount)
 

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, Count, Q, QuerySet
-from django.db.models.expressions import RawSQL
+from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
+from agents.runtime.models import Run, RunStatus
 from approvals.models import ApprovalRequest, ApprovalStatus, ApproverRole
 from approvals.policies import decidable_by, is_admin
-from core import json_input
-from tenants.models import Scope
+from core.paging import cursor_decode, cursor_encode, paginate
+from tenants.models import AuditEvent, Scope
 from tenants.principal import Principal
 
 DECIDED = "decided"  # a status filter: every status but pending
@@ -36,14 +33,16 @@ STATUS_FILTERS = [
 # --- what the engine and the run pages read -------------------------------------------------------
 
 
-def requests_for_run(*, tenant_id: Any, run_id: Any) -> list[ApprovalRequest]:
+def approval_requests_for_run(*, tenant_id: Any, run_id: Any) -> list[ApprovalRequest]:
     """Approval requests of one run, oldest first."""
     return list(
         ApprovalRequest.objects.for_tenant(tenant_id).filter(run_id=run_id).order_by("requested_at")
     )
 
 
-def request_awaited(*, tenant_id: Any, run_id: Any, waiting_for: str) -> ApprovalRequest | None:
+def approval_request_awaited(
+    *, tenant_id: Any, run_id: Any, waiting_for: str
+) -> ApprovalRequest | None:
     """The request a run waiting for approval names in `waiting_for`, or None."""
     try:
         request_id = uuid.UUID(waiting_for)
@@ -57,7 +56,7 @@ def request_awaited(*, tenant_id: Any, run_id: Any, waiting_for: str) -> Approva
 # --- the inbox ------------------------------------------------------------------------------------
 
 
-def requests_visible_to(principal: Principal) -> QuerySet[ApprovalRequest]:
+def approval_requests_visible_to(principal: Principal) -> QuerySet[ApprovalRequest]:
     """The tenant's requests; a member (an end user) sees only those of their own runs."""
     requests = ApprovalRequest.objects.for_tenant(principal.tenant)
     if principal.sees_only_own:
@@ -67,16 +66,21 @@ def requests_visible_to(principal: Principal) -> QuerySet[ApprovalRequest]:
     return requests
 
 
-def request_for(principal: Principal, request_id: Any) -> ApprovalRequest:
+def approval_request_for(principal: Principal, request_id: Any) -> ApprovalRequest:
     """One request, or 404 for anyone who may not see it (other tenants, other members)."""
     try:
         return (
-            requests_visible_to(principal)
+            approval_requests_visible_to(principal)
             .select_related("run", "run__session", "run__created_by", "policy")
             .get(pk=request_id)
         )
     except (ApprovalRequest.DoesNotExist, ValueError, TypeError):
         raise Http404 from None
+
+
+# The inbox's orders, each answered by its index: approval_inbox_pending, approval_history.
+PENDING_ORDER = ("due_sort", "requested_at", "id")  # soonest deadline first (none last)
+HISTORY_ORDER = ("-requested_at", "-id")  # newest first
 
 
 @dataclass(frozen=True)
@@ -90,30 +94,21 @@ class Cursor:
     id: uuid.UUID
 
     def encode(self) -> str:
-        raw = json.dumps(
-            [
-                "p" if self.pending else "h",
-                self.due_at and self.due_at.isoformat(),
-                self.requested_at.isoformat(),
-                str(self.id),
-            ],
-            separators=(",", ":"),
-        )
-        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+        """The opaque text of this position, for `?after=`."""
+        return cursor_encode("p" if self.pending else "h", self.due_at, self.requested_at, self.id)
 
     @classmethod
     def decode(cls, text: str) -> Cursor:
         """Raise ValueError unless `text` is a cursor this module made."""
         try:
-            padded = text + "=" * (-len(text) % 4)
-            kind, due, requested, pk = json_input.loads(base64.urlsafe_b64decode(padded.encode()))
+            kind, due, requested, pk = cursor_decode(text)
             cursor = cls(
                 pending=kind == "p",
                 due_at=dt.datetime.fromisoformat(due) if due else None,
                 requested_at=dt.datetime.fromisoformat(requested),
                 id=uuid.UUID(pk),
             )
-        except (binascii.Error, ValueError, TypeError, UnicodeDecodeError) as exc:
+        except (ValueError, TypeError) as exc:
             raise ValueError("not a cursor") from exc
         if kind not in ("p", "h") or any(
             t is not None and t.tzinfo is None for t in (cursor.due_at, cursor.requested_at)
@@ -148,7 +143,7 @@ def inbox_page(
     so page 200 costs what page 1 costs.
     """
     pending = status == ApprovalStatus.PENDING
-    requests = requests_visible_to(principal).select_related("run")
+    requests = approval_requests_visible_to(principal).select_related("run")
     if status == DECIDED:
         requests = requests.exclude(status=ApprovalStatus.PENDING)
     elif status:
@@ -157,35 +152,27 @@ def inbox_page(
         requests = requests.filter(action=action)
     if mine:
         requests = decidable_by(principal, requests)
+    order, position = _keyset(after, pending=pending)
+    page = paginate(requests, order=order, after=position, limit=limit)
+    last = page.last
+    return Page(rows=page.rows, next=None if last is None else Cursor.after(last, pending=pending))
+
+
+def _keyset(after: Cursor | None, *, pending: bool) -> tuple[tuple[str, ...], tuple | None]:
+    """The inbox's sort fields, and the cursor's values of them; a cursor of the other
+    kind (from a page of another status) starts at the first page."""
     if pending:
-        requests = requests.order_by("due_sort", "requested_at", "id")
         if after is not None and after.pending and after.due_at is not None:
-            requests = requests.filter(
-                _row_compare(("due_sort", "requested_at", "id"), ">", after.due_at, after)
-            )
-    else:
-        requests = requests.order_by("-requested_at", "-id")
-        if after is not None and not after.pending:
-            requests = requests.filter(_row_compare(("requested_at", "id"), "<", None, after))
-    rows = list(requests[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return Page(rows=rows, next=Cursor.after(rows[-1], pending=pending) if more else None)
-
-
-def _row_compare(columns: tuple[str, ...], op: str, due: dt.datetime | None, c: Cursor) -> RawSQL:
-    """`(a, b, c) > (x, y, z)`: PostgreSQL seeks the index to the cursor instead of
-    filtering every row before it (which an OR of column comparisons would do)."""
-    table = ApprovalRequest._meta.db_table
-    left = ", ".join(f'"{table}"."{column}"' for column in columns)
-    values = ([due] if due is not None else []) + [c.requested_at, c.id]
-    right = ", ".join(["%s"] * len(values))
-    return RawSQL(f"({left}) {op} ({right})", values, output_field=BooleanField())
+            return PENDING_ORDER, (after.due_at, after.requested_at, after.id)
+        return PENDING_ORDER, None
+    if after is not None and not after.pending:
+        return HISTORY_ORDER, (after.requested_at, after.id)
+    return HISTORY_ORDER, None
 
 
 def inbox_counts(principal: Principal) -> dict[str, int]:
     """Pending requests of the tenant, how many are overdue, how many the principal may decide."""
-    pending = requests_visible_to(principal).filter(status=ApprovalStatus.PENDING)
+    pending = approval_requests_visible_to(principal).filter(status=ApprovalStatus.PENDING)
     counts = pending.aggregate(
         pending=Count("id"), overdue=Count("id", filter=Q(due_at__lte=timezone.now()))
     )
@@ -227,12 +214,24 @@ def decidable_count(principal: Principal) -> int:
         return int(cursor.fetchone()[0])
 
 
-def request_audit(request: ApprovalRequest) -> list[Any]:
+def approval_request_audit(request: ApprovalRequest) -> list[Any]:
     """Everything the audit log holds about this request, oldest first."""
-    from tenants.models import AuditEvent
-
     return list(
         AuditEvent.objects.for_tenant(request.tenant_id)
         .filter(target_type=ApprovalRequest._meta.label_lower, target_id=str(request.pk))
         .order_by("id")[:200]
+    )
+
+
+def run_approvals(run: Run) -> list[Any]:
+    """Approval requests of one run, oldest first."""
+    return approval_requests_for_run(tenant_id=run.tenant_id, run_id=run.pk)
+
+
+def approval_awaited_by(run: Run) -> Any | None:
+    """The approval request a run waiting for approval is waiting on, or None."""
+    if run.status != RunStatus.WAITING_APPROVAL:
+        return None
+    return approval_request_awaited(
+        tenant_id=run.tenant_id, run_id=run.pk, waiting_for=run.waiting_for
     )

@@ -1,34 +1,27 @@
-"""Shapes of the approvals API (read-only out; decisions come in as the agents API's)."""
+"""Shapes of the approvals API, and of a decision wherever one is posted (the approvals API
+and the agents API's run decision)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents.runtime.models import RunStatus
-from agents.web.serializers import EnumField, RunSerializer
+from agents.runtime.serializers import RunSerializer
 from approvals.models import ApprovalRequest, ApprovalStatus, ApproverRole, OnExpiry
 from approvals.selectors import STATUS_FILTERS, Cursor
+from core.serializers import CursorField, EnumField, JSONObjectField, StrictBooleanField
 
 
-@extend_schema_field(OpenApiTypes.STR)
-class CursorField(serializers.Field):
+class InboxCursorField(CursorField):
     """`?after=`: the `next` cursor of the previous page."""
 
-    default_error_messages = {"invalid": "Not a cursor from this API."}
-
-    def to_internal_value(self, data: Any) -> Cursor:
-        try:
-            if not isinstance(data, str) or len(data) > 400:
-                raise ValueError("not a cursor")
-            return Cursor.decode(data)
-        except ValueError:
-            raise serializers.ValidationError(
-                self.error_messages["invalid"], code="invalid"
-            ) from None
+    def decode(self, data: Any) -> Cursor:
+        """The inbox position the cursor names; ValueError if it names none."""
+        if not isinstance(data, str) or len(data) > 400:
+            raise ValueError("not a cursor")
+        return Cursor.decode(data)
 
     def to_representation(self, value: Cursor) -> str:
         return value.encode()
@@ -45,7 +38,7 @@ class ApprovalListQuerySerializer(serializers.Serializer):
     mine = serializers.BooleanField(
         required=False, default=False, help_text="Only requests the caller may decide."
     )
-    after = CursorField(required=False, help_text="`next` of the previous page.")
+    after = InboxCursorField(required=False, help_text="`next` of the previous page.")
     limit = serializers.IntegerField(min_value=1, max_value=100, default=50)
 
 
@@ -100,4 +93,52 @@ class ApprovalPageSerializer(serializers.Serializer):
 
 class ApprovalDecisionResultSerializer(serializers.Serializer):
     approval = ApprovalSerializer()
+    run = RunSerializer()
+
+
+# --- decisions ------------------------------------------------------------------------------------
+
+
+class DecisionSerializer(serializers.Serializer):
+    approve = StrictBooleanField()
+    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+    arguments = JSONObjectField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Edited arguments for the action; validated against the tool's JSON schema.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("arguments") is not None and not attrs["approve"]:
+            raise serializers.ValidationError({"arguments": ["Only an approval edits arguments."]})
+        return attrs
+
+
+class ApprovalRequestSerializer(serializers.ModelSerializer):
+    status = EnumField(ApprovalStatus, read_only=True)
+
+    class Meta:
+        model = ApprovalRequest
+        fields = [
+            "id",
+            "status",
+            "step",
+            "checkpoint_seq",
+            "action",
+            "arguments",
+            "amount",
+            "reason",
+            "requested_at",
+            "due_at",
+            "decided_by_label",
+            "decided_at",
+            "comment",
+            "edited_arguments",
+        ]
+        read_only_fields = fields
+
+
+class DecisionResultSerializer(serializers.Serializer):
+    approval = ApprovalRequestSerializer()
     run = RunSerializer()

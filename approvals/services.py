@@ -14,19 +14,22 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from agents.runtime import progress, queue
+from agents.runtime.models import Run, RunStatus
+from approvals import notifications
 from approvals.arguments import arguments_check
 from approvals.errors import AlreadyDecided, InvalidDecision, RequestChanged
 from approvals.models import ApprovalRequest, ApprovalStatus, ApproverRole, OnExpiry
 from approvals.policies import check_may_decide, needs_decision, policy_for
+from tenants.audit import audit_record
 from tenants.principal import Principal
 from tenants.scope import system_scope
-from tenants.services import audit_record
 
 logger = logging.getLogger(__name__)
 SWEEP_BATCH = 500
 
 
-def request_create(
+def approval_request_create(
     *,
     id: uuid.UUID,
     tenant_id: Any,
@@ -46,8 +49,6 @@ def request_create(
     deadline. If the policy lets this amount through, the request is approved at once and the
     run resumes on commit without waiting for anyone.
     """
-    from agents.runtime.models import Run
-
     now = now or timezone.now()
     if amount is not None:
         amount = Decimal(str(amount)).quantize(Decimal("0.01"))
@@ -97,9 +98,7 @@ def request_create(
     _publish(request, "approval.requested")
     if not needs_decision(policy, amount):
         return _auto_approve(request, now=now)
-    from approvals.tasks import notify_approvers_on_commit
-
-    notify_approvers_on_commit(request, kind="requested")
+    notifications.notify_approvers_on_commit(request, kind="requested")
     return request
 
 
@@ -221,9 +220,6 @@ def _resume(
     expired: bool = False,
 ) -> bool:
     """Hand the decision to the waiting run and queue it once this transaction commits."""
-    from agents.runtime.models import Run, RunStatus
-    from agents.runtime.tasks import enqueue_run
-
     decision = {
         "approved": approved,
         "comment": comment,
@@ -246,20 +242,18 @@ def _resume(
     )
     _publish(request, "approval.decided")
     if resumed:
-        from agents.runtime.progress import publish
-
-        publish(
+        progress.publish(
             tenant_id=request.tenant_id,
             run_id=request.run_id,
             kind="run.status",
             status=RunStatus.QUEUED,
         )
         tenant_id, run_id = request.tenant_id, request.run_id
-        transaction.on_commit(lambda: enqueue_run(tenant_id=tenant_id, run_id=run_id))
+        transaction.on_commit(lambda: queue.enqueue_run(tenant_id=tenant_id, run_id=run_id))
     return bool(resumed)
 
 
-def requests_cancel_for_run(*, tenant_id: Any, run_id: Any) -> int:
+def approval_requests_cancel_for_run(*, tenant_id: Any, run_id: Any) -> int:
     """Cancel the pending requests of a run that was cancelled (in the caller's transaction)."""
     pending = ApprovalRequest.objects.for_tenant(tenant_id).filter(
         run_id=run_id, status=ApprovalStatus.PENDING
@@ -286,7 +280,7 @@ def requests_cancel_for_run(*, tenant_id: Any, run_id: Any) -> int:
 # --- deadlines ------------------------------------------------------------------------------------
 
 
-def requests_sweep_due(*, now: dt.datetime | None = None) -> dict[str, int]:
+def approval_requests_sweep_due(*, now: dt.datetime | None = None) -> dict[str, int]:
     """Beat: expire (auto-reject) or escalate pending requests whose deadline has passed.
 
     Runs across tenants in a named system context; rows another transaction holds (a decision
@@ -363,17 +357,13 @@ def _escalate(request: ApprovalRequest, *, now: dt.datetime) -> int:
         after={"approvers": "admins", "due_at": request.due_at and request.due_at.isoformat()},
     )
     _publish(request, "approval.escalated")
-    from approvals.tasks import notify_approvers_on_commit
-
-    notify_approvers_on_commit(request, kind="escalated")
+    notifications.notify_approvers_on_commit(request, kind="escalated")
     return 1
 
 
 def _publish(request: ApprovalRequest, kind: str) -> None:
     """A progress event after commit (the inbox's live updates subscribe to these)."""
-    from agents.runtime.progress import publish
-
-    publish(
+    progress.publish(
         tenant_id=request.tenant_id,
         run_id=request.run_id,
         kind=kind,

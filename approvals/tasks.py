@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 import smtplib
-from typing import Any
 
 from celery import shared_task
-from django.db import transaction
 
+from approvals.notifications import request_notify
+from approvals.services import approval_requests_sweep_due
 from tenants.tasks import TenantTask
 
 logger = logging.getLogger(__name__)
@@ -29,20 +29,10 @@ class NotifyTask(TenantTask):
 )
 def notify_approvers(*, tenant_id: str, request_id: str, kind: str = "requested") -> int:
     """Email the people who may decide the request (or, escalated, the admins)."""
-    from approvals.notifications import request_notify
-
     return request_notify(tenant_id=tenant_id, request_id=request_id, kind=kind)
-
-
-def notify_approvers_on_commit(request: Any, *, kind: str) -> None:
-    """Queue the email once the request is committed; a broker hiccup never fails the step."""
-    kwargs = {"tenant_id": str(request.tenant_id), "request_id": str(request.pk), "kind": kind}
-    transaction.on_commit(lambda: notify_approvers.apply_async(kwargs=kwargs), robust=True)
 
 
 @shared_task(name="approvals.sweep_deadlines")
 def sweep_deadlines() -> dict:
     """Beat: expire or escalate pending requests whose deadline passed."""
-    from approvals.services import requests_sweep_due
-
-    return requests_sweep_due()
+    return approval_requests_sweep_due()

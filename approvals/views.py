@@ -17,15 +17,16 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
+from agents.runtime.selectors import packed_contexts, transcript
 from approvals import arguments, selectors
 from approvals.errors import InvalidArguments
 from approvals.forms import DecisionForm, InboxFilterForm, action_choices, edited_arguments
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.policies import group_ids_of, refusal
 from approvals.services import approval_decide
+from core.htmx import is_partial, vary_on_htmx
 from tenants.errors import AppError
 from tenants.models import Scope
 from tenants.permissions import require_scope
@@ -38,18 +39,7 @@ PAGE_SIZE = 25
 
 def get_request_for_member(request: HttpRequest, request_id: uuid.UUID) -> ApprovalRequest:
     """The approval request, or 404 for other tenants and for members' others' runs."""
-    return selectors.request_for(request.principal, request_id)  # type: ignore[attr-defined]
-
-
-def _partial(request: HttpRequest) -> bool:
-    """An htmx swap asks for a fragment; a history restore needs the whole page."""
-    htmx = request.htmx  # type: ignore[attr-defined]
-    return bool(htmx) and not htmx.history_restore_request
-
-
-def _vary(response: HttpResponse) -> HttpResponse:
-    patch_vary_headers(response, ["HX-Request"])  # page and fragment share a URL
-    return response
+    return selectors.approval_request_for(request.principal, request_id)  # type: ignore[attr-defined]
 
 
 # --- the inbox ------------------------------------------------------------------------------------
@@ -60,12 +50,12 @@ def _vary(response: HttpResponse) -> HttpResponse:
 def inbox(request: HttpRequest) -> HttpResponse:
     """Pending requests by deadline (filters, keyset pages), kept live over the socket."""
     context, status = inbox_list_context(request.principal, InboxFilterForm(request.GET))  # type: ignore[attr-defined]
-    if _partial(request):
-        return _vary(render(request, f"{INBOX}#inbox-list", context, status=status))
+    if is_partial(request):
+        return vary_on_htmx(render(request, f"{INBOX}#inbox-list", context, status=status))
     context["actions"] = [name for name, _ in action_choices()]
     if context["can_approve"]:
         context["approvals_badge"] = context["counts"]["mine"]  # counted once, not twice
-    return _vary(render(request, INBOX, context, status=status))
+    return vary_on_htmx(render(request, INBOX, context, status=status))
 
 
 def inbox_list_context(
@@ -133,8 +123,8 @@ def badge(request: HttpRequest) -> HttpResponse:
     principal: Principal = request.principal  # type: ignore[attr-defined]
     count = selectors.decidable_count(principal) if principal.can(Scope.APPROVE) else 0
     if request.GET.get("shown") == str(count):
-        return _vary(HttpResponse(status=204))
-    return _vary(render(request, "approvals/_badge.html", {"approvals_badge": count}))
+        return vary_on_htmx(HttpResponse(status=204))
+    return vary_on_htmx(render(request, "approvals/_badge.html", {"approvals_badge": count}))
 
 
 # --- one request ----------------------------------------------------------------------------------
@@ -159,9 +149,9 @@ def detail(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
     """The request: proposed action and arguments, reason, transcript, decision, audit."""
     approval = get_request_for_member(request, request_id)
     context = detail_context(request.principal, approval)  # type: ignore[attr-defined]
-    if _partial(request):
-        return _vary(render(request, f"{DETAIL}#approval-live", context))
-    return _vary(render(request, DETAIL, context))
+    if is_partial(request):
+        return vary_on_htmx(render(request, f"{DETAIL}#approval-live", context))
+    return vary_on_htmx(render(request, DETAIL, context))
 
 
 @require_POST
@@ -176,7 +166,7 @@ def decide(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
         messages.success(request, f"{approval.get_status_display()}: the run resumes.")
         return redirect("approval_detail", request_id=approval.pk)
     context = detail_context(principal, approval, draft=draft)
-    template = f"{DETAIL}#approval-live" if _partial(request) else DETAIL
+    template = f"{DETAIL}#approval-live" if is_partial(request) else DETAIL
     response = render(request, template, context, status=status)
     if status == 200:
         response["HX-Trigger"] = "approvals-changed"  # for scripts; the live feed sends the badge
@@ -224,8 +214,6 @@ def _memories_used(approval: ApprovalRequest) -> list[dict[str, Any]] | None:
     """The memory items the asking step packed for its model (labels only: a fact's text is
     never copied into the record, so a deleted fact cannot linger here); None when the step
     packed no context."""
-    from agents.runtime.selectors import packed_contexts
-
     packs = list(packed_contexts(approval.run).filter(seq=approval.checkpoint_seq))
     if not packs:
         return None
@@ -236,15 +224,13 @@ def detail_context(
     principal: Principal, approval: ApprovalRequest, *, draft: Draft | None = None
 ) -> dict[str, Any]:
     """Everything the request page shows, read in one go."""
-    from agents.runtime.selectors import transcript
-
     draft = draft or Draft()
     run = approval.run
     messages_ = list(transcript(run.session)) if run.session is not None else []
     for message in messages_:
         message.tool_call_json = arguments.pretty(message.tool_call)  # type: ignore[attr-defined]
         message.tool_result_json = arguments.pretty(message.tool_result)  # type: ignore[attr-defined]
-    audit = selectors.request_audit(approval)
+    audit = selectors.approval_request_audit(approval)
     for event in audit:
         event.change = _audit_change(event.before, event.after)
     reason = None

@@ -400,14 +400,14 @@ def principal_for(tenant):
 @contextlib.contextmanager
 def no_enqueue() -> Iterator[None]:
     """run_start enqueues on commit; the benches enqueue (or drive) runs themselves."""
-    import agents.runtime.tasks
+    import agents.runtime.queue
 
-    original = agents.runtime.tasks.enqueue_run
-    agents.runtime.tasks.enqueue_run = lambda **_: None
+    original = agents.runtime.queue.enqueue_run
+    agents.runtime.queue.enqueue_run = lambda **_: None
     try:
         yield
     finally:
-        agents.runtime.tasks.enqueue_run = original
+        agents.runtime.queue.enqueue_run = original
 
 
 def create_runs(tenant, agent: str, count: int) -> list[str]:
@@ -554,7 +554,7 @@ def workers(count: int, *, queue: str, label: str, **kwargs: Any) -> Iterator[li
 
 
 def enqueue(tenant_id: Any, run_id: str, queue: str) -> None:
-    """What agents.runtime.tasks.enqueue_run sends, on the bench's own queue (so a dev worker that
+    """What agents.runtime.queue.enqueue_run sends, on the bench's own queue (so a dev worker that
     happens to share the broker never takes bench runs)."""
     from agents.runtime.tasks import run_step
 

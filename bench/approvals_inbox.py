@@ -308,6 +308,7 @@ class Worker:
 
 
 def bench_resume(tenant, user, decisions: int) -> dict:
+    import agents.runtime.queue
     import agents.runtime.tasks
     from agents.runtime.models import Checkpoint, Run
     from agents.runtime.services import run_start
@@ -324,7 +325,7 @@ def bench_resume(tenant, user, decisions: int) -> dict:
             queue=queue, countdown=countdown, eta=eta,
         )  # fmt: skip
 
-    agents.runtime.tasks.enqueue_run = enqueue  # the engine and approval_decide look it up per call
+    agents.runtime.queue.enqueue_run = enqueue  # the engine and approval_decide look it up per call
     principal = Principal.for_member(tenant=tenant, user=user, role="manager")
     worker = Worker(queue)
     try:

@@ -19,7 +19,7 @@ stuck-detection query at that size.
    (status=failed), the stuck filter (stuck=any), a third page by cursor, and the end user
    filter. Target: p50 and p95 of the first page, the filtered page and the counts <= 50 ms.
 3. **Stuck detection**: the per-tenant counts the page shows, and the beat job's
-   cross-tenant `agents.runtime.sweeps.detect_stuck()` over all runs, with the plan of its
+   cross-tenant `agents.console.stuck.detect_stuck()` over all runs, with the plan of its
    biggest query.
 
 Ends with one JSON line. The bench tenants, users and rows are deleted unless --keep.
@@ -176,8 +176,8 @@ def main() -> int:
     from django.utils import timezone
 
     from agents.console import stuck
+    from agents.console.stuck import detect_stuck
     from agents.runtime.models import Run
-    from agents.runtime.sweeps import detect_stuck
     from tenants.models import Membership, Role, Tenant
     from tenants.scope import system_scope, tenant_scope
 

@@ -23,6 +23,7 @@ def _refuse_a_channel_layer_we_cannot_publish_to(**_: object) -> None:
     from django.core.exceptions import ImproperlyConfigured
 
     try:
+        # config.celery loads with the settings, before the app registry is ready.
         from agents.live.broadcast import target
 
         target()

@@ -27,6 +27,14 @@ from prometheus_client.core import (
     Metric,
 )
 
+from agents.console import stuck
+from agents.runtime import metrics as engine_metrics
+from agents.runtime.metrics import redis_client
+from agents.runtime.models import Run, RunStatus
+from approvals.models import ApprovalRequest, ApprovalStatus
+from config.celery import app
+from tenants.scope import system_scope
+
 logger = logging.getLogger(__name__)
 
 
@@ -60,15 +68,11 @@ def _database() -> str:
 
 
 def _redis() -> str:
-    from agents.runtime.metrics import redis_client
-
     redis_client().ping()
     return "ok"
 
 
 def _broker() -> str:
-    from config.celery import app
-
     timeout = settings.AGENTSTATE_READY_PING_TIMEOUT_SECONDS
     with app.connection_for_write() as conn:
         conn.ensure_connection(max_retries=1, timeout=timeout)
@@ -76,8 +80,6 @@ def _broker() -> str:
 
 
 def _workers() -> str:
-    from config.celery import app
-
     # limit=1: ready means at least one worker is live, so stop at the first answer instead
     # of waiting out the whole timeout to hear from every worker.
     replies = app.control.ping(timeout=settings.AGENTSTATE_READY_PING_TIMEOUT_SECONDS, limit=1)
@@ -118,11 +120,6 @@ def _database_metrics() -> Iterator[Metric]:
     from django.db.models import Count
     from django.utils import timezone
 
-    from agents.console import stuck
-    from agents.runtime.models import Run, RunStatus
-    from approvals.models import ApprovalRequest, ApprovalStatus
-    from tenants.scope import system_scope
-
     now = timezone.now()
     with system_scope("metrics_scrape"):
         by_status = dict(Run.objects.order_by().values_list("status").annotate(n=Count("id")))
@@ -144,18 +141,16 @@ def _database_metrics() -> Iterator[Metric]:
 
 
 def _redis_metrics() -> Iterator[Metric]:
-    from agents.runtime import metrics
-
     queue = settings.AGENTSTATE_QUEUE_NAME
     depth = GaugeMetricFamily(
         "agentstate_queue_depth", "Messages waiting in the Celery queue.", labels=["queue"]
     )
-    depth.add_metric([queue], metrics.redis_client().llen(queue))
+    depth.add_metric([queue], engine_metrics.redis_client().llen(queue))
     yield depth
-    stored = metrics.read()
+    stored = engine_metrics.read()
     durations = stored["durations"]
     buckets, running = [], 0.0
-    for le in metrics.BUCKETS:
+    for le in engine_metrics.BUCKETS:
         running += durations.get(str(le), 0)
         buckets.append((str(le), running))
     buckets.append(("+Inf", running + durations.get("+Inf", 0)))

@@ -10,7 +10,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config import embedded
-from config.env import env_bool, env_float, env_int, env_list, env_str, env_url
+from core.env import env_bool, env_float, env_int, env_list, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -109,9 +109,12 @@ INSTALLED_APPS = [
     "channels",
     "axes",
     "tenants",
+    "core",
     "agents.runtime",
     "approvals",
     "memory",
+    "agents.conversations",
+    "agents.console",
     "agents.live",
 ]
 
@@ -119,7 +122,7 @@ MIDDLEWARE = [
     # /healthz, /readyz and /metrics answer here: no session, no request transaction.
     "config.ops.OpsMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "tenants.middleware.ContentSecurityPolicyMiddleware",
+    "core.csp.ContentSecurityPolicyMiddleware",
     # 400 for a NUL, a lone surrogate or bytes that are not UTF-8 in the query string or a
     # form, and for bad JSON bodies (core/json_input.py), before any view or query sees them.
     "core.middleware.BadInputMiddleware",
@@ -136,8 +139,8 @@ MIDDLEWARE = [
     # Answers a locked-out login with the lockout page (429); after authentication, inside the
     # request's transaction, so the failed attempt it records commits with the response.
     "axes.middleware.AxesMiddleware",
-    # Puts the tenant and run ids of the request on every log record (config/logging.py).
-    "config.logging.LogContextMiddleware",
+    # Puts the tenant and run ids of the request on every log record (core/log_context.py).
+    "core.log_context.LogContextMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -331,7 +334,7 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agentstate@localhost")
 # Only read by the file-based backend (django.core.mail.backends.filebased.EmailBackend).
 EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
 
-# "json": one JSON object per line with tenant_id and run_id (config/logging.py); "text" for
+# "json": one JSON object per line with tenant_id and run_id (core/log_context.py); "text" for
 # people reading a terminal. Default: text under DEBUG, json otherwise.
 LOG_FORMAT = env_str("LOG_FORMAT", "text" if DEBUG else "json")
 if LOG_FORMAT not in ("json", "text"):
@@ -339,9 +342,9 @@ if LOG_FORMAT not in ("json", "text"):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"log_context": {"()": "config.logging.ContextFilter"}},
+    "filters": {"log_context": {"()": "core.log_context.ContextFilter"}},
     "formatters": {
-        "json": {"()": "config.logging.JsonFormatter"},
+        "json": {"()": "core.log_context.JsonFormatter"},
         "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s%(context)s"},
     },
     "handlers": {

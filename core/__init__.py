@@ -1,1 +1,1 @@
-"""What every app shares: web and API plumbing. Not a Django app; imports no feature."""
+"""What every app shares: web and API plumbing. Imports only tenants, never a feature."""

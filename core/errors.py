@@ -1,4 +1,5 @@
-"""Input the application refuses before any view sees it; each failure has a stable code."""
+"""Requests the shared plumbing refuses (unusable input, bodies too large, misused
+Idempotency-Keys); each failure has a stable code."""
 
 from __future__ import annotations
 
@@ -44,3 +45,26 @@ class InvalidCharacters(BadInput):
 class TooDeep(BadInput):
     code = "too_deep"
     message = "The JSON is nested too deeply."
+
+
+class PayloadTooLarge(AppError):
+    code = "payload_too_large"
+    status = 413
+    message = "The request body is larger than allowed."
+
+
+class IdempotencyKeyInvalid(AppError):
+    code = "idempotency_key_invalid"
+    message = "Idempotency-Key must be 1 to 255 printable characters."
+
+
+class IdempotencyKeyReused(AppError):
+    code = "idempotency_key_reused"
+    status = 422
+    message = "This Idempotency-Key was used with a different request."
+
+
+class IdempotencyKeyInFlight(AppError):
+    code = "idempotency_key_in_flight"
+    status = 409
+    message = "A request with this Idempotency-Key is still being processed."

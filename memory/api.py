@@ -11,29 +11,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.runtime.idempotency import idempotent
-from agents.web.api import AgentsAPIView
-from agents.web.serializers import ErrorSerializer
+from core.api import ApiView, error_responses, validated
+from core.idempotency import idempotent
 from memory import links, selectors, services
 from memory import serializers as s
 from memory.models import SourceKind
+from tenants.audit import audit_record
 from tenants.errors import NotFound
 from tenants.models import Scope
 from tenants.principal import Principal
-from tenants.services import audit_record
 
 TAGS = ["memory"]
 # What a key's reads of a person's memories are audited as.
 READ_BY_KEY = "memory.read_by_api_key"
 EXPORTED = "memory.exported"
-
-
-def _errors(*codes: int) -> dict[int, OpenApiResponse]:
-    return {code: OpenApiResponse(ErrorSerializer) for code in codes}
 
 
 def _subject(
@@ -63,13 +58,13 @@ def _audit_read(principal: Principal, action: str, subject_id: Any) -> None:
     )
 
 
-class SubjectFactsView(AgentsAPIView):
+class SubjectFactsView(ApiView):
     rate_bucket = {"POST": "write"}
 
     @extend_schema(
         operation_id="memory_facts_list",
         tags=TAGS,
-        responses={200: s.FactListSerializer, **_errors(404)},
+        responses={200: s.FactListSerializer, **error_responses(404)},
     )
     def get(self, request: Request, subject_id: int) -> Response:
         """The subject's live facts, newest first per category."""
@@ -81,20 +76,19 @@ class SubjectFactsView(AgentsAPIView):
         operation_id="memory_facts_create",
         tags=TAGS,
         request=s.FactCreateSerializer,
-        responses={201: s.FactSerializer, **_errors(400, 403, 404, 422)},
+        responses={201: s.FactSerializer, **error_responses(400, 403, 404, 422)},
     )
     @idempotent
     def post(self, request: Request, subject_id: int) -> Response:
         """Remember a fact about the subject (same text again refreshes; same key supersedes)."""
         subject = _subject(request, subject_id, write=True)
-        data = s.FactCreateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = validated(s.FactCreateSerializer, request.data)
         own = request.principal.user is not None
         fact = services.fact_remember(
             tenant_id=request.principal.tenant.pk,
             subject_id=subject.pk,
             source_kind=SourceKind.USER if own else SourceKind.API,
-            **data.validated_data,
+            **data,
         )
         return Response(selectors.fact_json(fact), status=201)
 
@@ -109,13 +103,13 @@ def _fact(request: Request, fact_id: Any, *, write: bool = False):
     return fact
 
 
-class FactView(AgentsAPIView):
+class FactView(ApiView):
     rate_bucket = {"PATCH": "write", "DELETE": "write"}
 
     @extend_schema(
         operation_id="memory_facts_retrieve",
         tags=TAGS,
-        responses={200: s.FactSerializer, **_errors(404)},
+        responses={200: s.FactSerializer, **error_responses(404)},
     )
     def get(self, request: Request, fact_id: Any) -> Response:
         """One fact (live or a past version)."""
@@ -125,20 +119,19 @@ class FactView(AgentsAPIView):
         operation_id="memory_facts_update",
         tags=TAGS,
         request=s.FactEditSerializer,
-        responses={200: s.FactSerializer, **_errors(400, 404, 409, 422)},
+        responses={200: s.FactSerializer, **error_responses(400, 404, 409, 422)},
     )
     def patch(self, request: Request, fact_id: Any) -> Response:
         """Correct a fact: answers the new version; the old one is kept as history."""
         fact = _fact(request, fact_id, write=True)
-        data = s.FactEditSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        new = services.fact_edit(
-            actor=request.principal, fact=fact, text=data.validated_data["text"]
-        )
+        data = validated(s.FactEditSerializer, request.data)
+        new = services.fact_edit(actor=request.principal, fact=fact, text=data["text"])
         return Response(selectors.fact_json(new))
 
     @extend_schema(
-        operation_id="memory_facts_destroy", tags=TAGS, responses={204: None, **_errors(404)}
+        operation_id="memory_facts_destroy",
+        tags=TAGS,
+        responses={204: None, **error_responses(404)},
     )
     def delete(self, request: Request, fact_id: Any) -> Response:
         """Forget a fact completely: every version, its embedding, summaries quoting it."""
@@ -146,43 +139,44 @@ class FactView(AgentsAPIView):
         return Response(status=204)
 
 
-class SearchView(AgentsAPIView):
+class SearchView(ApiView):
     @extend_schema(
         operation_id="memory_search",
         tags=TAGS,
         parameters=[s.SearchQuerySerializer],
-        responses={200: s.SearchResultSerializer, **_errors(400, 404)},
+        responses={200: s.SearchResultSerializer, **error_responses(400, 404)},
     )
     def get(self, request: Request, subject_id: int) -> Response:
         """The subject's facts most relevant to `q` (hybrid, or full text without embeddings)."""
         subject = _subject(request, subject_id)
-        query = s.SearchQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
+        query = validated(s.SearchQuerySerializer, request.query_params)
         found = selectors.search_facts(
             tenant_id=request.principal.tenant.pk,
             subject_id=subject.pk,
-            query=query.validated_data["q"],
-            limit=query.validated_data["limit"],
+            query=query["q"],
+            limit=query["limit"],
         )
         return Response(s.SearchResultSerializer(found).data)
 
 
-class ExportView(AgentsAPIView):
-    @extend_schema(operation_id="memory_export", tags=TAGS, responses={200: dict, **_errors(404)})
+class ExportView(ApiView):
+    @extend_schema(
+        operation_id="memory_export", tags=TAGS, responses={200: dict, **error_responses(404)}
+    )
     def get(self, request: Request, subject_id: int) -> Response:
         """Everything remembered about the subject, with history, and their transcripts."""
         subject = _subject(request, subject_id, read_action=EXPORTED)
         return Response(selectors.export(tenant_id=request.principal.tenant.pk, subject=subject))
 
 
-class DeleteAllView(AgentsAPIView):
+class DeleteAllView(ApiView):
     rate_bucket = "write"
 
     @extend_schema(
         operation_id="memory_delete_all",
         tags=TAGS,
         request=None,
-        responses={200: s.DeletedSerializer, **_errors(404)},
+        responses={200: s.DeletedSerializer, **error_responses(404)},
     )
     @idempotent
     def post(self, request: Request, subject_id: int) -> Response:
@@ -194,7 +188,7 @@ class DeleteAllView(AgentsAPIView):
         return Response({"deleted": deleted})
 
 
-class PrivacyLinkView(AgentsAPIView):
+class PrivacyLinkView(ApiView):
     # The link logs its holder in as the person: as strong as an admin's key, never a write's.
     write_scope = Scope.ADMIN
     rate_bucket = "write"
@@ -203,7 +197,7 @@ class PrivacyLinkView(AgentsAPIView):
         operation_id="memory_privacy_link_create",
         tags=TAGS,
         request=None,
-        responses={201: s.PrivacyLinkSerializer, **_errors(403, 404)},
+        responses={201: s.PrivacyLinkSerializer, **error_responses(403, 404)},
     )
     def post(self, request: Request, subject_id: int) -> Response:
         """A signed one-time link (relative URL) that opens the end user's privacy page."""

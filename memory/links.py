@@ -22,11 +22,11 @@ from django.urls import reverse
 
 from memory.errors import PrivacyLinkInvalid
 from memory.models import PrivacyLinkUse
+from tenants.audit import audit_record
 from tenants.errors import NotFound
 from tenants.models import Membership, Role, Tenant
 from tenants.principal import Principal
 from tenants.scope import system_scope, tenant_scope
-from tenants.services import audit_record
 
 SALT = "memory.privacy-link"
 

@@ -13,6 +13,8 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from agents.runtime.models import AgentSession
+from agents.runtime.sweeps import expire_idempotency
 from tenants.scope import system_scope
 
 # Whole lineages whose live version expired: history goes with the fact it explains.
@@ -95,8 +97,6 @@ def purge_old_sessions(
     *, now: dt.datetime | None = None, batch: int = 200, max_batches: int = 100
 ) -> int:
     """Delete conversations (and their transcripts and runs) past the tenant's retention."""
-    from agents.runtime.models import AgentSession
-
     now = now or timezone.now()
     total = 0
     for _ in range(max_batches):
@@ -130,8 +130,6 @@ def purge_old_checkpoints(
 
 def sweep_all(*, now: dt.datetime | None = None) -> dict[str, Any]:
     """Every retention sweep once; what beat runs."""
-    from agents.runtime.sweeps import expire_idempotency
-
     return {
         "facts": purge_expired_facts(now=now),
         "sessions": purge_old_sessions(now=now),

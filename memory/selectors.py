@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.utils import timezone
 
+from agents.runtime.models import AgentSession, Message
 from memory import embeddings, policies, retrieval
 from memory.models import MemoryFact
 from tenants.models import Membership, Role
@@ -202,8 +203,6 @@ def grouped_facts(*, tenant_id: Any, subject_id: Any) -> list[dict[str, Any]]:
 
 def export(*, tenant_id: Any, subject: Any) -> dict[str, Any]:
     """Everything remembered about the subject, with history, and their conversations."""
-    from agents.runtime.models import AgentSession, Message
-
     facts = (
         MemoryFact.objects.for_tenant(tenant_id)
         .filter(subject_id=subject.pk)

@@ -13,11 +13,14 @@ from typing import Any
 from django.db import transaction
 from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F, Q, Value
 
-from memory import errors, policies
+from agents.runtime.models import AgentSession
+from memory import errors, policies, tasks
+from memory.embeddings import get_provider
 from memory.models import MemoryFact, MemoryPolicy, MemorySettings, SourceKind
 from memory.secrets import secret_kind
+from tenants.audit import audit_record
+from tenants.models import Tenant
 from tenants.principal import Principal
-from tenants.services import audit_record
 
 MAX_TEXT = 1000
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -251,8 +254,6 @@ def facts_delete_all(*, actor: Principal | str, tenant_id: Any, subject_id: int)
 
 
 def _tenant(tenant_id: Any):
-    from tenants.models import Tenant
-
     return Tenant.objects.get(pk=tenant_id)
 
 
@@ -270,8 +271,6 @@ def _delete_lineages(tenant_id: Any, subject_id: Any, lineages: list[uuid.UUID])
 
 def redact_summaries(*, tenant_id: Any, subject_id: Any, texts: list[str]) -> int:
     """Cut the deleted facts' text out of the subject's conversation summaries."""
-    from agents.runtime.models import AgentSession
-
     patterns = [re.compile(re.escape(t), re.I) for t in {t for t in texts if t.strip()}]
     if not patterns:
         return 0
@@ -289,12 +288,8 @@ def redact_summaries(*, tenant_id: Any, subject_id: Any, texts: list[str]) -> in
 
 def schedule_embedding(tenant_id: Any, fact_ids: list[Any]) -> None:
     """Embed these facts on a worker once the transaction commits (never on the request)."""
-    from memory.embeddings import get_provider
-
     if get_provider() is None or not fact_ids:
         return
-    from memory import tasks
-
     ids = [str(pk) for pk in fact_ids]
     transaction.on_commit(lambda: tasks.embed_facts.delay(tenant_id=str(tenant_id), fact_ids=ids))
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.db import transaction
 
+from agents.runtime.models import AgentSession
 from memory import errors, selectors, services
 from memory.models import SourceKind
 from tenants.errors import AppError
@@ -35,8 +36,6 @@ class StepMemory:
     @cached_property
     def subject_id(self) -> int | None:
         """The end user the conversation is with; no user, no memory."""
-        from agents.runtime.models import AgentSession
-
         if self._ctx.session_id is None:
             return None
         with tenant_scope(self._ctx.tenant_id):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from memory import indexing, retention
 from tenants.tasks import TenantTask
 
 
@@ -14,20 +15,14 @@ class IndexingTask(TenantTask):
 
 @shared_task(base=IndexingTask, name="memory.embed_facts", acks_late=True)
 def embed_facts(*, tenant_id: str, fact_ids: list[str]) -> int:
-    from memory import indexing
-
     return indexing.embed_facts(tenant_id=tenant_id, fact_ids=fact_ids)
 
 
 @shared_task(name="memory.embedding_backfill", acks_late=True)
 def embedding_backfill() -> int:
-    from memory import indexing
-
     return indexing.backfill()
 
 
 @shared_task(name="memory.retention_sweep", acks_late=True)
 def retention_sweep() -> dict:
-    from memory import retention
-
     return retention.sweep_all()

@@ -17,34 +17,25 @@ from django.contrib.auth import login
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from core.htmx import is_partial, vary_on_htmx
 from memory import embeddings, links, policies, selectors, services
 from memory.forms import DeleteAllForm, FactEditForm, PolicyForm, SupportAccessForm
 from memory.models import MemoryPolicy
+from tenants.audit import audit_record
 from tenants.errors import AppError
 from tenants.middleware import SESSION_PRIVACY_ONLY_KEY, SESSION_TENANT_KEY
 from tenants.models import Role, Scope
 from tenants.permissions import require_scope
 from tenants.principal import Principal
-from tenants.services import audit_record
+from tenants.selectors import members_for_tenant
 
 PAGE = "memory/privacy.html"
 SETTINGS = "memory/settings.html"
 LINK_CONFIRM = "memory/link_confirm.html"
 LINK_INVALID = "memory/link_invalid.html"
-
-
-def _partial(request: HttpRequest) -> bool:
-    htmx = request.htmx  # type: ignore[attr-defined]
-    return bool(htmx) and not htmx.history_restore_request
-
-
-def _vary(response: HttpResponse) -> HttpResponse:
-    patch_vary_headers(response, ["HX-Request"])
-    return response
 
 
 def _page_context(principal: Principal, subject: Any) -> dict[str, Any]:
@@ -78,10 +69,8 @@ def privacy(request: HttpRequest) -> HttpResponse:
             target_id=str(subject.pk),
         )
     if context["may_support"]:
-        from tenants.selectors import members_for_tenant
-
         context["members"] = members_for_tenant(tenant=principal.tenant)
-    return _vary(render(request, PAGE, context))
+    return vary_on_htmx(render(request, PAGE, context))
 
 
 def _own_fact(request: HttpRequest, fact_id: uuid.UUID):
@@ -104,9 +93,11 @@ def fact_edit(request: HttpRequest, fact_id: uuid.UUID) -> HttpResponse:
             error, status = exc.message, exc.status
     else:
         error, status = "; ".join(e for errs in form.errors.values() for e in errs), 400
-    if not _partial(request):
+    if not is_partial(request):
         if error:
-            return _vary(render(request, "memory/error.html", {"error": error}, status=status))
+            return vary_on_htmx(
+                render(request, "memory/error.html", {"error": error}, status=status)
+            )
         return redirect("my_memory")
     fact = selectors.fact_for(principal, fact.pk)
     fact.history = selectors.history_of(  # type: ignore[attr-defined]
@@ -116,7 +107,7 @@ def fact_edit(request: HttpRequest, fact_id: uuid.UUID) -> HttpResponse:
     response = render(request, f"{PAGE}#fact", context, status=status)
     if not error:
         response["HX-Trigger"] = json.dumps({"memory-changed": {"message": "Fact updated."}})
-    return _vary(response)
+    return vary_on_htmx(response)
 
 
 @require_POST
@@ -126,12 +117,12 @@ def fact_delete(request: HttpRequest, fact_id: uuid.UUID) -> HttpResponse:
     principal: Principal = request.principal  # type: ignore[attr-defined]
     fact = _own_fact(request, fact_id)
     services.fact_delete(actor=principal, fact=fact)
-    if _partial(request):
+    if is_partial(request):
         # The whole list again: a group may now be empty and the counts have changed.
         context = _page_context(principal, principal.user)
         response = render(request, f"{PAGE}#memory-list", context)
         response["HX-Trigger"] = json.dumps({"memory-changed": {"message": "Fact deleted."}})
-        return _vary(response)
+        return vary_on_htmx(response)
     return redirect("my_memory")
 
 
@@ -144,7 +135,7 @@ def delete_all(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         context = _page_context(principal, principal.user)
         context["delete_all_error"] = form.errors["confirm"][0]
-        return _vary(render(request, PAGE, context, status=400))
+        return vary_on_htmx(render(request, PAGE, context, status=400))
     services.facts_delete_all(
         actor=principal,
         tenant_id=principal.tenant.pk,

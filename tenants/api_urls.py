@@ -5,7 +5,9 @@ from tenants import api
 urlpatterns = [
     path("me", api.MeView.as_view(), name="api_me"),
     path("api-keys", api.ApiKeyListView.as_view(), name="api_api_keys"),
-    path("api-keys/<uuid:key_id>/revoke", api.ApiKeyRevokeView.as_view(), name="api_key_revoke"),
+    path(
+        "api-keys/<uuid:key_id>/revoke", api.ApiKeyRevokeView.as_view(), name="api_api_key_revoke"
+    ),
     path("members", api.MemberListView.as_view(), name="api_members"),
     path("members/<int:membership_id>/role", api.MemberRoleView.as_view(), name="api_member_role"),
     path("audit-events", api.AuditEventListView.as_view(), name="api_audit_events"),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from django.conf import settings
 from django.contrib.auth import user_logged_in
 from django.contrib.auth.models import AnonymousUser
 from django.db import connection, transaction
@@ -14,8 +13,8 @@ from django.urls import Resolver404, resolve
 
 from tenants import outage, scope
 from tenants.models import Role
-from tenants.principal import Principal
-from tenants.selectors import memberships_for_user
+from tenants.principal import member_principal
+from tenants.selectors import own_memberships
 
 SESSION_TENANT_KEY = "tenant_id"
 # A session opened by a one-time privacy link (memory.views.privacy_link) holds its tenant id
@@ -98,32 +97,15 @@ class TenantMiddleware:
 
     @staticmethod
     def _resolve_tenant(request: HttpRequest, user) -> None:
-        # Memberships are readable by their own user before any tenant is chosen.
-        scope.activate(tenant_id=None, user_id=user.pk)
-        memberships = memberships_for_user(user)
+        memberships = own_memberships(user)
         privacy_only = request.session.get(SESSION_PRIVACY_ONLY_KEY)
         if privacy_only is not None:  # that tenant's end user, or nobody
             memberships = [
                 m for m in memberships if str(m.tenant_id) == privacy_only and m.role == Role.MEMBER
             ]
         request.memberships = memberships  # type: ignore[attr-defined]
-        if not memberships:
+        principal = member_principal(user, memberships, request.session.get(SESSION_TENANT_KEY))
+        if principal is None:
             return
-        wanted = request.session.get(SESSION_TENANT_KEY)
-        chosen = next((m for m in memberships if str(m.tenant_id) == wanted), memberships[0])
-        scope.activate(tenant_id=chosen.tenant_id, user_id=user.pk)
-        request.principal = Principal.for_member(  # type: ignore[attr-defined]
-            tenant=chosen.tenant, user=user, role=chosen.role
-        )
-
-
-class ContentSecurityPolicyMiddleware:
-    """No inline script anywhere: scripts and styles come from our own static files."""
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        response = self.get_response(request)
-        response.headers.setdefault("Content-Security-Policy", settings.CONTENT_SECURITY_POLICY)
-        return response
+        scope.activate(tenant_id=principal.tenant.pk, user_id=user.pk)
+        request.principal = principal  # type: ignore[attr-defined]

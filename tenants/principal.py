@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from tenants.models import Role, Scope, Tenant
+from tenants.models import Membership, Role, Scope, Tenant
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -49,3 +50,17 @@ class Principal:
         if self.api_key is not None:
             return f"api key {self.api_key.prefix}… ({self.api_key.name})"
         return str(getattr(self.user, "username", "anonymous"))
+
+
+# --- a signed-in person's principal (the web middleware and the live socket) ----------------------
+
+
+def member_principal(
+    user: User, memberships: Sequence[Membership], wanted_tenant: Any
+) -> Principal | None:
+    """The principal in the tenant the session chose (`wanted_tenant`, a tenant id as the
+    session stores it), else in the first membership; None without memberships."""
+    if not memberships:
+        return None
+    chosen = next((m for m in memberships if str(m.tenant_id) == wanted_tenant), memberships[0])
+    return Principal.for_member(tenant=chosen.tenant, user=user, role=chosen.role)

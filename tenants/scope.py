@@ -1,4 +1,4 @@
-"""The tenant context: which tenant the database lets the current transaction see.
+"""The RLS scope: which tenant the database lets the current transaction see.
 
 Web requests get it from `TenantMiddleware`, API calls from `ApiKeyAuthentication`, Celery
 tasks from `TenantTask`; all three go through `activate()`. Work that must span tenants
@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection, transaction
+
+from tenants.audit import audit_record
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +96,6 @@ def system_scope(name: str) -> Iterator[SystemScope]:
         logger.info("system context %s entered", name)
         yield ctx
         if ctx.changes:
-            from tenants.services import audit_record
-
             audit_record(
                 tenant=None,
                 actor=f"system:{name}",

@@ -11,6 +11,7 @@ from django.db import connection
 from django.db.models import Field, QuerySet, Sum
 from django.utils import timezone
 
+from tenants import scope
 from tenants.models import ApiKey, AuditEvent, Membership, Tenant
 
 
@@ -32,6 +33,13 @@ def memberships_for_user(user) -> list[Membership]:
         membership.tenant = _from_row(Tenant, tenant_fields, row[width:])
         found.append(membership)
     return found
+
+
+def own_memberships(user) -> list[Membership]:
+    """The user's memberships, read as that user before any tenant is chosen: the current
+    transaction's row-level security is set to the user alone, who may read their own."""
+    scope.activate(tenant_id=None, user_id=user.pk)
+    return memberships_for_user(user)
 
 
 @functools.cache

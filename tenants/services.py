@@ -14,45 +14,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from tenants import errors, scope
-from tenants.models import ApiKey, AuditEvent, Membership, Role, Scope, Tenant
+from tenants.audit import audit_record
+from tenants.models import ApiKey, Membership, Role, Scope, Tenant
 from tenants.principal import Principal
 from tenants.rates import validate_overrides
 
 API_KEY_PREFIX = "ak"
 API_KEY_MAX_DAYS = 3650
-
-
-def audit_record(
-    *,
-    tenant: Tenant | None,
-    actor: Principal | str,
-    action: str,
-    target: Any = None,
-    target_type: str = "",
-    target_id: str = "",
-    before: Any = None,
-    after: Any = None,
-) -> AuditEvent:
-    """Append one event to the tenant's audit log (in the caller's transaction)."""
-    if target is not None:
-        target_type = target_type or target._meta.label_lower
-        target_id = target_id or str(target.pk)
-    user = None
-    if isinstance(actor, Principal):
-        user = actor.user
-        label = actor.label
-    else:
-        label = actor
-    return AuditEvent.objects.create(
-        tenant=tenant,
-        actor_user=user,
-        actor_label=label[:200],
-        action=action,
-        target_type=target_type,
-        target_id=target_id,
-        before=before,
-        after=after,
-    )
 
 
 def _hash_key(raw: str) -> str:

@@ -131,7 +131,7 @@ def _tool_call_row(tenant: Tenant):
 def _idempotency_row(tenant: Tenant):
     from django.utils import timezone
 
-    from agents.runtime.models import IdempotencyRecord
+    from core.models import IdempotencyRecord
 
     return IdempotencyRecord.objects.create(
         tenant=tenant,
@@ -259,7 +259,7 @@ TENANT_OWNED_ROWS = {
             ("agents.Checkpoint", _checkpoint_row),
             ("agents.StepAttempt", _attempt_row),
             ("agents.ToolCall", _tool_call_row),
-            ("agents.IdempotencyRecord", _idempotency_row),
+            ("core.IdempotencyRecord", _idempotency_row),
             ("agents.RunEvent", _run_event_row),
             ("agents.RunEventLog", _run_event_log_rows),
             ("agents.PackedContext", _packed_context_row),

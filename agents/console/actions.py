@@ -18,12 +18,14 @@ from django.utils import timezone
 from agents.console.errors import ActionNotAllowed, InvalidState
 from agents.console.fencing import BUSY, FREE, LEASE_EXPIRED, REQUEUE, audit, changed, fenced
 from agents.console.replay import run_replay  # noqa: F401 - an action like the others
+from agents.runtime import extensions
 from agents.runtime.definitions import Agent, get_agent
 from agents.runtime.models import WAITING, Checkpoint, Run, RunStatus, StepAttempt
 from core import json_input
 from core.errors import BadInput
+from tenants.audit import audit_record
+from tenants.errors import AppError
 from tenants.principal import Principal
-from tenants.services import audit_record
 
 
 def _record_lost(run: Run, message: str) -> None:
@@ -89,8 +91,6 @@ def run_resume(*, principal: Principal, run: Run, version: int) -> Run:
 @transaction.atomic
 def run_cancel(*, principal: Principal, run: Run, version: int) -> Run:
     """Cancel now; a run a live worker holds stops at its next step boundary."""
-    from approvals.services import requests_cancel_for_run
-
     try:
         fresh = fenced(
             principal,
@@ -104,7 +104,7 @@ def run_cancel(*, principal: Principal, run: Run, version: int) -> Run:
             finished_at=Now(),
             cancel_requested=True,
         )
-        requests_cancel_for_run(tenant_id=fresh.tenant_id, run_id=fresh.pk)
+        extensions.run_cancelled.send(sender=Run, tenant_id=fresh.tenant_id, run_id=fresh.pk)
     except ActionNotAllowed:
         # Not bumping the version: the worker that holds the run must still persist its step.
         fresh = fenced(
@@ -244,8 +244,6 @@ def runs_bulk(
 ) -> list[BulkOutcome]:
     """Apply one action to many runs, each in its own savepoint: one refusal (a 409) does not
     undo the others."""
-    from tenants.errors import AppError
-
     fn = BULK_ACTIONS[action]
     outcomes = []
     for run, version in items:

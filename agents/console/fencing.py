@@ -12,10 +12,11 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from agents.console.errors import ActionNotAllowed, RunChanged
+from agents.runtime import queue
 from agents.runtime.models import Run, RunStatus
 from agents.runtime.progress import publish
+from tenants.audit import audit_record
 from tenants.principal import Principal
-from tenants.services import audit_record
 
 logger = logging.getLogger("agents.console.actions")
 
@@ -77,7 +78,5 @@ def audit(principal: Principal, run: Run, action: str, before: Run, **after: Any
 def changed(run: Run, *, enqueue: bool) -> None:
     publish(tenant_id=run.tenant_id, run_id=run.pk, kind="run.status", status=run.status)
     if enqueue:
-        from agents.runtime.tasks import enqueue_run
-
         tenant_id, run_id = run.tenant_id, run.pk
-        transaction.on_commit(lambda: enqueue_run(tenant_id=tenant_id, run_id=run_id))
+        transaction.on_commit(lambda: queue.enqueue_run(tenant_id=tenant_id, run_id=run_id))

@@ -12,12 +12,12 @@ from django.utils import timezone
 
 from agents.console.errors import NoSuchCheckpoint
 from agents.console.fencing import BUSY, FREE, REQUEUE, audit, changed, fenced
-from agents.runtime import selectors
+from agents.runtime import extensions, selectors
 from agents.runtime.definitions import Agent, get_agent
 from agents.runtime.models import Checkpoint, Run, RunEvent, RunEventLog, StepAttempt, ToolCall
 from agents.runtime.progress import publish
+from tenants.audit import audit_record
 from tenants.principal import Principal
-from tenants.services import audit_record
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,6 @@ def run_replay(
 
 
 def _rewind(principal: Principal, run: Run, version: int, start: _Start, repeat: bool) -> Run:
-    from approvals.services import requests_cancel_for_run
-
     fresh = fenced(
         principal,
         run,
@@ -88,7 +86,7 @@ def _rewind(principal: Principal, run: Run, version: int, start: _Start, repeat:
     Checkpoint.objects.for_tenant(run.tenant_id).filter(run=run, seq__gt=start.seq).delete()
     later_calls = ToolCall.objects.for_tenant(run.tenant_id).filter(run=run, seq__gt=start.seq)
     forgotten = later_calls.delete()[0] if repeat else 0
-    requests_cancel_for_run(tenant_id=run.tenant_id, run_id=run.pk)
+    extensions.run_cancelled.send(sender=Run, tenant_id=run.tenant_id, run_id=run.pk)
     audit(
         principal,
         fresh,

@@ -12,9 +12,12 @@ from django.db.models import Count, Q, QuerySet
 from agents.console import stuck
 from agents.console.diff import Change, state_diff
 from agents.console.forms import AGES
+from agents.runtime.definitions import get_agent
+from agents.runtime.errors import AppError
 from agents.runtime.models import AgentSession, Checkpoint, Run, RunStatus
 from agents.web import pages
 from agents.web.forms import make_cursor
+from core.paging import NEWEST_FIRST, paginate
 from tenants.principal import Principal
 
 PAGE_SIZE = 25  # like the approvals inbox: a page renders in well under 50 ms
@@ -45,19 +48,14 @@ def runs_page(
 ) -> RunsPage:
     """One page of the tenant's runs, newest first, by keyset: (created_at, id) < cursor."""
     runs = _filtered(principal, now, status, agent, reason, age, user)
-    if before is not None:
-        created_at, pk = before
-        runs = runs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=pk))
     runs = runs.select_related("created_by", "session__user")
-    page = list(runs.order_by("-created_at", "-id")[: limit + 1])
-    cursor = None
-    if len(page) > limit:
-        page = page[:limit]
-        cursor = make_cursor(page[-1].created_at, page[-1].pk)
-    found = stuck.reasons_in_python(page, now)
-    for run in page:
+    page = paginate(runs, order=NEWEST_FIRST, after=before, limit=limit)
+    last = page.last
+    cursor = make_cursor(last.created_at, last.pk) if last is not None else None
+    found = stuck.reasons_in_python(page.rows, now)
+    for run in page.rows:
         run.stuck_reasons = found[run.pk]  # type: ignore[attr-defined]
-    return RunsPage(page, cursor)
+    return RunsPage(page.rows, cursor)
 
 
 def _filtered(
@@ -166,9 +164,6 @@ def run_console(run: Run, *, now: dt.datetime) -> dict[str, Any]:
 
 
 def _has_schema(run: Run) -> bool:
-    from agents.runtime.definitions import get_agent
-    from agents.runtime.errors import AppError
-
     try:
         return get_agent(run.agent).state_schema is not None
     except AppError:

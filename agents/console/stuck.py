@@ -9,6 +9,7 @@ A run an admin marked resolved drops out until the run changes again (`updated_a
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +27,15 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce, Greatest
 from django.db.models.lookups import LessThan
+from django.utils import timezone
 
 from agents.runtime.definitions import all_agents
+from agents.runtime.metrics import record_sweep
 from agents.runtime.models import FINISHED, Run, RunEventLog, RunStatus
+from approvals.models import ApprovalRequest, ApprovalStatus
+from tenants.scope import system_scope
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -113,8 +120,6 @@ def _unresolved() -> Q:
 
 
 def _approval_overdue(now: dt.datetime) -> Exists:
-    from approvals.models import ApprovalRequest, ApprovalStatus
-
     return Exists(
         ApprovalRequest.objects.filter(
             run_id=OuterRef("pk"), status=ApprovalStatus.PENDING, due_at__lt=now
@@ -196,8 +201,6 @@ def reasons_in_python(runs: list[Run], now: dt.datetime) -> dict[Any, list[Reaso
     """The reasons each of a page of runs is stuck, decided in Python from the rows plus two
     small batch reads (pending approvals, latest events). The same rules as `conditions()`
     (tests hold the two to agreement), without planning that large expression for a page."""
-    from approvals.models import ApprovalRequest, ApprovalStatus
-
     if not runs:
         return {}
     tenant = runs[0].tenant_id
@@ -286,3 +289,30 @@ def tenant_counts(runs: QuerySet[Run], now: dt.datetime) -> dict[str, int]:
         **{code: Count("pk", filter=cond) for code, cond in conditions(now).items()}
     )
     return {code: found[code] for code in REASONS}
+
+
+def detect_stuck(*, listed: int = 100) -> dict[str, int]:
+    """Count stuck runs by reason across tenants and log each (up to `listed`) with its ids."""
+    now = timezone.now()
+    with system_scope("stuck_detection"):
+        by_reason = counts(Run.objects.all(), now)
+        found = (
+            list(
+                Run.objects.filter(stuck_q(now))
+                .order_by("updated_at")
+                .values_list("id", "tenant_id", "status", "agent")[:listed]
+            )
+            if any(by_reason.values())
+            else []
+        )
+    for run_id, tenant_id, status, agent in found:
+        logger.warning(
+            "stuck run: %s run is %s",
+            agent,
+            status,
+            extra={"tenant_id": str(tenant_id), "run_id": str(run_id), "event": "run.stuck"},
+        )
+    if any(by_reason.values()):
+        logger.warning("stuck runs: %s", by_reason, extra={"event": "runs.stuck", **by_reason})
+    record_sweep("stuck_detection", by_reason)
+    return by_reason

@@ -16,7 +16,6 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -31,6 +30,7 @@ from agents.console.forms import (
     VersionForm,
 )
 from agents.runtime.models import Run
+from core.htmx import is_partial, vary_on_htmx
 from tenants.errors import AppError
 from tenants.models import Scope
 from tenants.permissions import require_scope
@@ -48,16 +48,6 @@ def get_run_for_admin(request: HttpRequest, run_id: uuid.UUID) -> Run:
         raise Http404 from None
 
 
-def _partial(request: HttpRequest) -> bool:
-    htmx = request.htmx  # type: ignore[attr-defined]
-    return bool(htmx) and not htmx.history_restore_request
-
-
-def _vary(response: HttpResponse) -> HttpResponse:
-    patch_vary_headers(response, ["HX-Request"])
-    return response
-
-
 # --- the runs list --------------------------------------------------------------------------------
 
 
@@ -66,9 +56,9 @@ def _vary(response: HttpResponse) -> HttpResponse:
 def run_list(request: HttpRequest) -> HttpResponse:
     """Runs of the tenant with filters (status, agent, stuck reason, age, end user)."""
     context, status = _table(request.principal, ConsoleFilterForm(request.GET))  # type: ignore[attr-defined]
-    if _partial(request):
-        return _vary(render(request, f"{RUNS}#console-table", context, status=status))
-    return _vary(
+    if is_partial(request):
+        return vary_on_htmx(render(request, f"{RUNS}#console-table", context, status=status))
+    return vary_on_htmx(
         render(request, RUNS, {**context, "counts": None, "stuck_counts": None}, status=status)
     )
 
@@ -147,7 +137,7 @@ def run_bulk(request: HttpRequest) -> HttpResponse:
 def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """The run for repair: why it is stuck, its timeline, checkpoints and diffs, actions."""
     run = get_run_for_admin(request, run_id)
-    return _vary(_render_run(request, run))
+    return vary_on_htmx(_render_run(request, run))
 
 
 def _render_run(
@@ -169,7 +159,7 @@ def _render_run(
     )
     if state_draft is not None:
         context["state_json"] = state_draft
-    template = f"{RUN}#console-run" if _partial(request) else RUN
+    template = f"{RUN}#console-run" if is_partial(request) else RUN
     return render(request, template, context, status=status)
 
 

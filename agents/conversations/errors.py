@@ -5,11 +5,6 @@ from __future__ import annotations
 from tenants.errors import AppError
 
 
-class ForkPointInvalid(AppError):
-    code = "fork_point_invalid"
-    message = "The fork point is not a message of this conversation."
-
-
 class ContextBudgetExceeded(AppError):
     """The items that must be sent (system prompt, current turn) do not fit the budget.
 

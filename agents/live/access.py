@@ -1,8 +1,9 @@
 """Who a websocket belongs to and what they may watch, checked with every subscription.
 
-A socket runs outside the HTTP middleware, so this does what `TenantMiddleware` does: read
-the session, pick the tenant it chose (or the first membership), and build the principal,
-each read inside a transaction with the row-level-security settings made for it.
+A socket runs outside the HTTP middleware, so this does what `TenantMiddleware` does, with
+the same functions (`own_memberships`, `member_principal`): read the session, pick the tenant
+it chose (or the first membership), and build the principal, each read inside a transaction
+with the row-level-security settings made for it.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from django.contrib.auth import SESSION_KEY
 from tenants import scope
 from tenants.middleware import SESSION_PRIVACY_ONLY_KEY, SESSION_TENANT_KEY
 from tenants.models import Scope
-from tenants.principal import Principal
-from tenants.selectors import memberships_for_user
+from tenants.principal import Principal, member_principal
+from tenants.selectors import own_memberships
 
 
 class Refused(Exception):
@@ -38,11 +39,6 @@ def principal_for(user: Any, session_key: str | None) -> Principal | None:
     if session.get(SESSION_PRIVACY_ONLY_KEY) is not None:
         return None  # a privacy link's session watches nothing: it may open one page only
     with scope.transaction_scope():
-        scope.activate(tenant_id=None, user_id=user.pk)
-        memberships = memberships_for_user(user)
-    if not memberships:
-        return None
-    wanted = session.get(SESSION_TENANT_KEY)
-    chosen = next((m for m in memberships if str(m.tenant_id) == wanted), memberships[0])
-    principal = Principal.for_member(tenant=chosen.tenant, user=user, role=chosen.role)
-    return principal if principal.can(Scope.READ) else None
+        memberships = own_memberships(user)
+    principal = member_principal(user, memberships, session.get(SESSION_TENANT_KEY))
+    return principal if principal is not None and principal.can(Scope.READ) else None

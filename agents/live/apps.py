@@ -7,3 +7,9 @@ class LiveConfig(AppConfig):
     name = "agents.live"
     label = "live"
     verbose_name = "Live progress"
+
+    def ready(self) -> None:
+        # Registration needs the models loaded, which they are only once ready() runs.
+        from agents.live import hooks
+
+        hooks.register()

@@ -27,6 +27,7 @@ from agents.runtime import selectors
 from agents.runtime.models import FINISHED, Run, RunEventLog
 from agents.web import pages
 from agents.web.forms import RunFilterForm
+from approvals.models import ApprovalRequest, ApprovalStatus
 from tenants.principal import Principal
 from tenants.scope import tenant_scope
 
@@ -319,8 +320,6 @@ def approvals_badge(
     principal: Principal, event: dict[str, Any] | None, page: str | None = None
 ) -> list[str]:
     """The default approvals feed: `<span id="approvals-badge">` with the pending count."""
-    from approvals.models import ApprovalRequest, ApprovalStatus
-
     if event and not str(event.get("kind", "")).startswith("approval."):
         return []
     with _scoped(principal):

@@ -59,11 +59,6 @@ class ToolCallAdmin(ReadOnlyAdmin):
     raw_id_fields = ("run",)
 
 
-@admin.register(models.IdempotencyRecord)
-class IdempotencyRecordAdmin(ReadOnlyAdmin):
-    list_display = ("key", "status", "response_status", "created_at", "expires_at")
-
-
 @admin.register(models.DemoRefund)
 class DemoRefundAdmin(ReadOnlyAdmin):
     list_display = ("idempotency_key", "customer", "amount_cents", "requests", "created_at")

@@ -102,24 +102,6 @@ class StateMigrationFailed(AppError):
     message = "The saved state could not be migrated to the agent's current state version."
 
 
-class PayloadTooLarge(AppError):
-    code = "payload_too_large"
-    status = 413
-    message = "The request body is larger than allowed."
-
-
-class IdempotencyKeyInvalid(AppError):
-    code = "idempotency_key_invalid"
-    message = "Idempotency-Key must be 1 to 255 printable characters."
-
-
-class IdempotencyKeyReused(AppError):
-    code = "idempotency_key_reused"
-    status = 422
-    message = "This Idempotency-Key was used with a different request."
-
-
-class IdempotencyKeyInFlight(AppError):
-    code = "idempotency_key_in_flight"
-    status = 409
-    message = "A request with this Idempotency-Key is still being processed."
+class ForkPointInvalid(AppError):
+    code = "fork_point_invalid"
+    message = "The fork point is not a message of this conversation."

@@ -78,3 +78,16 @@ run_cancelled = Signal()
 messages_appended = Signal()
 # sweep (name), counts (dict): a periodic sweep finished.
 sweep_finished = Signal()
+
+
+_providers: dict[str, Callable[..., Any]] = {}
+
+
+def register_provider(name: str, fn: Callable[..., Any]) -> None:
+    """Offer `fn` under `name` ("memory.facts_for_context") to features that may use it when
+    present; they must work without it (the app providing it may not be installed)."""
+    _providers[name] = fn
+
+
+def provider(name: str) -> Callable[..., Any] | None:
+    return _providers.get(name)

@@ -16,6 +16,8 @@ from typing import Any
 
 from django.conf import settings
 
+from agents.runtime import progress
+
 PREFIX = "agentstate:metrics:"
 DURATION_KEY = PREFIX + "step_duration"  # per-bucket counts (not cumulative), sum, count
 STEPS_KEY = PREFIX + "steps"  # by outcome: succeeded, retrying, failed
@@ -133,8 +135,6 @@ def install() -> None:
     global _installed
     if _installed:
         return
-    from agents.runtime import progress
-
     progress.subscribe(on_event)
     atexit.register(flush)
     _installed = True

@@ -363,34 +363,6 @@ class ToolCall(TenantOwned):
         return f"{self.tool} [{self.idempotency_key}] {self.status}"
 
 
-class IdempotencyStatus(models.TextChoices):
-    STARTED = "started", "Started"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-
-
-class IdempotencyRecord(TenantOwned):
-    """A POST to our API remembered by its Idempotency-Key (Stripe's semantics)."""
-
-    id = models.BigAutoField(primary_key=True)
-    key = models.CharField(max_length=255)
-    fingerprint = models.CharField(max_length=64)
-    status = models.CharField(max_length=16, choices=IdempotencyStatus.choices)
-    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    response_body = models.JSONField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["tenant", "key"], name="idempotency_unique_key")
-        ]
-        indexes = [models.Index(fields=["expires_at"])]
-
-    def __str__(self) -> str:
-        return f"{self.key} ({self.status})"
-
-
 class DemoRefund(models.Model):
     """The demo payments provider's own ledger (an external system, so not tenant-owned)."""
 

@@ -22,6 +22,8 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from tenants.scope import tenant_scope
+
 logger = logging.getLogger(__name__)
 Subscriber = Callable[[dict[str, Any]], None]
 
@@ -39,18 +41,16 @@ RETURNING seq
 """
 
 
-def _websockets(event: dict[str, Any]) -> None:
-    from agents.live.broadcast import broadcast
-
-    broadcast(event)
-
-
-_subscribers: list[Subscriber] = [_websockets]
+# Who hears each event after commit: live websockets (agents.live subscribes when it is
+# installed), the step counters of /metrics (agents.runtime.metrics.install()), tests.
+_subscribers: list[Subscriber] = []
 _recorded = threading.local()
 
 
 def subscribe(fn: Subscriber) -> Subscriber:
-    _subscribers.append(fn)
+    """Call `fn(event)` for every event after commit (once, however often subscribed)."""
+    if fn not in _subscribers:
+        _subscribers.append(fn)
     return fn
 
 
@@ -107,8 +107,6 @@ def _record(*, tenant_id: Any, run_id: Any, kind: str, data: dict[str, Any]) -> 
     if connection.in_atomic_block:
         row = _execute(params)
     else:
-        from tenants.scope import tenant_scope
-
         with tenant_scope(tenant_id):
             row = _execute(params)
     if row is None:

@@ -12,6 +12,7 @@ from agents.runtime.models import (
     AttemptOutcome,
     Checkpoint,
     Message,
+    PackedContext,
     Run,
     StepAttempt,
     ToolCall,
@@ -119,23 +120,6 @@ def transcript_for_step(*, tenant_id: str, session_id: Any) -> list[dict[str, An
         ]
 
 
-def run_approvals(run: Run) -> list[Any]:
-    """Approval requests of one run, oldest first."""
-    from approvals.selectors import requests_for_run
-
-    return requests_for_run(tenant_id=run.tenant_id, run_id=run.pk)
-
-
-def approval_awaited_by(run: Run) -> Any | None:
-    """The approval request a run waiting for approval is waiting on, or None."""
-    from agents.runtime.models import RunStatus
-    from approvals.selectors import request_awaited
-
-    if run.status != RunStatus.WAITING_APPROVAL:
-        return None
-    return request_awaited(tenant_id=run.tenant_id, run_id=run.pk, waiting_for=run.waiting_for)
-
-
 # --- threads and packed contexts (agents/conversations/) ------------------------------------------
 
 
@@ -144,30 +128,6 @@ def session_forks(principal: Principal, session: AgentSession) -> QuerySet[Agent
     return sessions_for(principal).filter(parent=session).order_by("created_at")
 
 
-def thread_ancestors(session: AgentSession) -> list[dict[str, Any]]:
-    """The sessions a thread reads, root first: each with the seq it is seen up to."""
-    from agents.conversations.threads import ancestors
-
-    chain = ancestors(tenant_id=session.tenant_id, session_id=session.pk)
-    found = AgentSession.objects.for_tenant(session.tenant_id).filter(
-        pk__in=[pk for pk, _ in chain]
-    )
-    rows = {str(s.pk): s for s in found.select_related("user")}
-    return [{"session": rows[pk], "upto": upto} for pk, upto in chain if pk in rows]
-
-
-def thread(session: AgentSession) -> list[dict[str, Any]]:
-    """Every message of the thread, oldest first, inherited ones marked (position, origin)."""
-    from agents.conversations.threads import thread_messages
-
-    messages = thread_messages(tenant_id=session.tenant_id, session_id=session.pk)
-    for message in messages:
-        message["inherited"] = message["session"] != str(session.pk)
-    return messages
-
-
 def packed_contexts(run: Run) -> QuerySet[Any]:
     """What each step of the run packed for the model, in step order."""
-    from agents.runtime.models import PackedContext
-
     return PackedContext.objects.for_tenant(run.tenant_id).filter(run=run).order_by("seq", "index")

@@ -6,8 +6,9 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import F
+from django.utils import timezone
 
-from agents.runtime import errors
+from agents.runtime import errors, extensions, queue
 from agents.runtime.definitions import get_agent
 from agents.runtime.models import (
     FINISHED,
@@ -19,14 +20,12 @@ from agents.runtime.models import (
     RunStatus,
 )
 from agents.runtime.progress import publish
+from tenants.audit import audit_record
 from tenants.principal import Principal
-from tenants.services import audit_record
 
 
 def _enqueue(run: Run) -> None:
-    from agents.runtime.tasks import enqueue_run
-
-    transaction.on_commit(lambda: enqueue_run(tenant_id=run.tenant_id, run_id=run.pk))
+    transaction.on_commit(lambda: queue.enqueue_run(tenant_id=run.tenant_id, run_id=run.pk))
 
 
 @transaction.atomic
@@ -111,11 +110,8 @@ def messages_append(
 def _after_append(
     tenant_id: Any, session_id: Any, created: list[Message], *, inherited: int, summary_upto: int
 ) -> None:
-    """Once the messages are committed: extend the hot session cache, and ask for a summary
-    when the thread may have outgrown the turns kept verbatim."""
-    from agents.conversations import cache
-    from agents.conversations.summary import needs_summary
-
+    """Tell whoever keeps conversation state (the hot session cache, rolling summaries) what
+    was appended, as the cache stores it; they act once it commits."""
     appended = [
         {
             "pos": inherited + m.seq,
@@ -129,16 +125,14 @@ def _after_append(
         }
         for m in created
     ]
-    count = inherited + created[-1].seq if created else 0
-
-    def after_commit() -> None:
-        cache.messages_appended(tenant_id=tenant_id, session_id=session_id, messages=appended)
-        if needs_summary(count=count, summary_upto=summary_upto):
-            from agents.runtime.tasks import enqueue_summary
-
-            enqueue_summary(tenant_id=tenant_id, session_id=session_id)
-
-    transaction.on_commit(after_commit)
+    extensions.messages_appended.send(
+        sender=Message,
+        tenant_id=tenant_id,
+        session_id=session_id,
+        messages=appended,
+        count=inherited + created[-1].seq if created else 0,
+        summary_upto=summary_upto,
+    )
 
 
 @transaction.atomic
@@ -208,8 +202,6 @@ def session_fork(
 ) -> AgentSession:
     """A new conversation that sees `session`'s thread up to its message `at_seq`, then its
     own messages. No message is copied; the summary is carried over when it still applies."""
-    from agents.conversations.errors import ForkPointInvalid
-
     last = (
         AgentSession.objects.for_tenant(principal.tenant)
         .filter(pk=session.pk)
@@ -220,7 +212,7 @@ def session_fork(
     if not valid or not (
         Message.objects.for_tenant(principal.tenant).filter(session=session, seq=at_seq).exists()
     ):
-        raise ForkPointInvalid(
+        raise errors.ForkPointInvalid(
             f"Message {at_seq!r} is not in this conversation (it has messages 1 to {last_seq}).",
             detail={"at_seq": at_seq, "last_seq": last_seq},
         )
@@ -260,9 +252,7 @@ def run_cancel(*, principal: Principal, run: Run) -> Run:
         finished_at=_now(),
         cancel_requested=True,
     ):
-        from approvals.services import requests_cancel_for_run
-
-        requests_cancel_for_run(tenant_id=run.tenant_id, run_id=run.pk)
+        extensions.run_cancelled.send(sender=Run, tenant_id=run.tenant_id, run_id=run.pk)
     elif not runs.filter(status=RunStatus.RUNNING).update(cancel_requested=True):
         raise errors.RunFinished(f"The run already {run.status}.")
     run.refresh_from_db()
@@ -316,6 +306,4 @@ def run_send_event(*, principal: Principal, run: Run, name: str, payload: Any) -
 
 
 def _now():
-    from django.utils import timezone
-
     return timezone.now()

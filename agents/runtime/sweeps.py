@@ -8,6 +8,7 @@ from functools import partial
 from django.conf import settings
 from django.db import connection, transaction
 
+from agents.runtime import queue
 from agents.runtime.metrics import record_sweep
 from tenants.scope import system_scope
 
@@ -68,8 +69,6 @@ RETURNING id, tenant_id
 
 def recover() -> dict[str, int]:
     """Requeue runs of dead workers, wake due timers, re-send stale queue messages."""
-    from agents.runtime.tasks import enqueue_run
-
     with system_scope("run_recovery") as ctx, connection.cursor() as cursor:
         cursor.execute(RECOVER_EXPIRED_SQL)
         lost = cursor.fetchall()
@@ -81,40 +80,8 @@ def recover() -> dict[str, int]:
         if lost or woken:
             ctx.record(**counts, runs=[str(r[0]) for r in (lost + woken)][:50])
         for run_id, tenant_id in lost + woken + stale:
-            transaction.on_commit(partial(enqueue_run, tenant_id=tenant_id, run_id=run_id))
+            transaction.on_commit(partial(queue.enqueue_run, tenant_id=tenant_id, run_id=run_id))
     record_sweep("run_recovery", counts)
-    return counts
-
-
-def detect_stuck(*, listed: int = 100) -> dict[str, int]:
-    """Count stuck runs by reason across tenants and log each (up to `listed`) with its ids."""
-    from django.utils import timezone
-
-    from agents.console import stuck
-    from agents.runtime.models import Run
-
-    now = timezone.now()
-    with system_scope("stuck_detection"):
-        counts = stuck.counts(Run.objects.all(), now)
-        found = (
-            list(
-                Run.objects.filter(stuck.stuck_q(now))
-                .order_by("updated_at")
-                .values_list("id", "tenant_id", "status", "agent")[:listed]
-            )
-            if any(counts.values())
-            else []
-        )
-    for run_id, tenant_id, status, agent in found:
-        logger.warning(
-            "stuck run: %s run is %s",
-            agent,
-            status,
-            extra={"tenant_id": str(tenant_id), "run_id": str(run_id), "event": "run.stuck"},
-        )
-    if any(counts.values()):
-        logger.warning("stuck runs: %s", counts, extra={"event": "runs.stuck", **counts})
-    record_sweep("stuck_detection", counts)
     return counts
 
 

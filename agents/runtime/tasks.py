@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import os
 import socket
-from typing import Any
 
 from celery import shared_task
 from django.db import InterfaceError, OperationalError, close_old_connections, connections
 
 from agents.runtime import metrics
 from agents.runtime.engine.runner import drive
-from config.logging import bind as log_context
+from agents.runtime.sweeps import expire_idempotency, recover
+from core.log_context import bind as log_context
 from tenants.tasks import TenantTask
 
 logger = logging.getLogger(__name__)
@@ -62,66 +61,12 @@ def run_step(self, *, tenant_id: str, run_id: str) -> dict:
     }
 
 
-def enqueue_run(
-    *, tenant_id: Any, run_id: Any, countdown: float | None = None, eta: dt.datetime | None = None
-) -> None:
-    """Queue a slice of the run. Duplicates are harmless: only one claim can succeed."""
-    run_step.apply_async(
-        kwargs={"tenant_id": str(tenant_id), "run_id": str(run_id)},
-        countdown=countdown,
-        eta=eta,
-    )
-
-
 @shared_task(name="agents.recover_runs")
 def recover_runs() -> dict:
     """Beat: requeue runs whose worker died, wake due timers, re-send lost queue messages."""
-    from agents.runtime.sweeps import recover
-
     return recover()
 
 
 @shared_task(name="agents.expire_idempotency_records")
 def expire_idempotency_records() -> int:
-    from agents.runtime.sweeps import expire_idempotency
-
     return expire_idempotency()
-
-
-class ContextTask(TenantTask):
-    abstract = True
-    one_transaction = False  # the LLM call runs between two short transactions, not in one
-
-
-@shared_task(
-    base=ContextTask,
-    bind=True,
-    name="agents.summarise_session",
-    acks_late=True,
-    max_retries=5,
-)
-def summarise_session(self, *, tenant_id: str, session_id: str) -> bool:
-    """Fold a thread's older turns into its rolling summary (idempotent)."""
-    from agents.conversations.summary import session_summarise
-    from agents.runtime.errors import TransientStepError
-
-    try:
-        return session_summarise(tenant_id=tenant_id, session_id=session_id)
-    except TransientStepError as exc:
-        countdown = getattr(exc, "retry_after", None) or min(60, 2 ** (self.request.retries + 1))
-        raise self.retry(countdown=countdown, exc=exc) from exc
-
-
-def enqueue_summary(*, tenant_id: Any, session_id: Any) -> None:
-    """Queue a summary of the thread; duplicates are harmless (the task is idempotent)."""
-    summarise_session.apply_async(
-        kwargs={"tenant_id": str(tenant_id), "session_id": str(session_id)}
-    )
-
-
-@shared_task(name="agents.detect_stuck_runs")
-def detect_stuck_runs() -> dict:
-    """Beat: count and log stuck runs (the console lists them; /metrics reports them)."""
-    from agents.runtime.sweeps import detect_stuck
-
-    return detect_stuck()

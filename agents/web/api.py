@@ -1,29 +1,31 @@
 """REST endpoints of the agents app: the registry, sessions, runs and their decisions.
 
 Every object lookup goes through a selector that 404s for anyone who may not see it; every
-POST honours `Idempotency-Key` (agents.runtime.idempotency); every write is a service call.
+POST honours `Idempotency-Key` (core.idempotency); every write is a service call.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
-from django.db.models import Q, QuerySet
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from agents.conversations import selectors as conversation_selectors
 from agents.runtime import errors, selectors, services
 from agents.runtime.definitions import all_agents
-from agents.runtime.idempotency import idempotent
+from agents.runtime.serializers import RunSerializer
 from agents.web import serializers as s
+from approvals import selectors as approval_selectors
+from approvals.serializers import DecisionResultSerializer, DecisionSerializer
 from approvals.services import approval_decide
-from core.parsers import JSONParser
+from core.api import ApiView, error_responses, validated
+from core.idempotency import idempotent
+from core.paging import NEWEST_FIRST, cursor_encode, paginate
+from core.serializers import PageQuerySerializer
 from tenants.errors import PermissionDenied
 from tenants.models import Role, Scope
 from tenants.principal import Principal
@@ -32,70 +34,18 @@ from tenants.selectors import members_for_tenant
 TAGS = ["agents"]
 
 
-# How the tenants' authenticators appear in OpenAPI. They describe tenants.api_auth and would
-# sit there; they are here because this change may not touch tenants/.
-def _errors(*codes: int) -> dict[int, OpenApiResponse]:
-    return {code: OpenApiResponse(s.ErrorSerializer) for code in codes}
-
-
-class AgentsAPIView(APIView):
-    """Base of the agents endpoints: JSON only, the body size checked before it is read."""
-
-    parser_classes = [JSONParser]
-
-    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        _refuse_large_body(request)
-        super().initial(request, *args, **kwargs)
-
-    def handle_exception(self, exc: Exception) -> Response:
-        if isinstance(exc, RequestDataTooBig):
-            exc = _too_large()
-        return super().handle_exception(exc)
-
-
-def _too_large() -> errors.PayloadTooLarge:
-    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    return errors.PayloadTooLarge(
-        f"The request body is larger than {limit} bytes.", detail={"limit": limit}
-    )
-
-
-def _refuse_large_body(request: Request) -> None:
-    try:
-        length = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        length = 0
-    if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
-        raise _too_large()
-    if request.method not in SAFE_METHODS:
-        # Reading through Django checks the real size too (a chunked body has no length),
-        # raising RequestDataTooBig, which handle_exception turns into 413.
-        request._request.body  # noqa: B018
-
-
 def _page(rows: QuerySet, query: dict[str, Any]) -> dict[str, Any]:
     """Newest first, keyset-paginated on (created_at, id)."""
-    if "before" in query:
-        created_at, pk = query["before"]
-        rows = rows.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, pk__lt=pk))
-    limit = query["limit"]
-    page = list(rows.order_by("-created_at", "-pk")[: limit + 1])
-    more = len(page) > limit
-    page = page[:limit]
-    last = page[-1] if more else None
-    return {"results": page, "next": last and s.cursor_encode(last.created_at, last.pk)}
-
-
-def _valid(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
-    form = serializer_class(data=data)
-    form.is_valid(raise_exception=True)
-    return dict(form.validated_data)
+    page = paginate(rows, order=NEWEST_FIRST, after=query.get("before"), limit=query["limit"])
+    last = page.last
+    next_cursor = None if last is None else cursor_encode(last.created_at, last.pk)
+    return {"results": page.rows, "next": next_cursor}
 
 
 # --- registry -------------------------------------------------------------------------------------
 
 
-class AgentListView(AgentsAPIView):
+class AgentListView(ApiView):
     @extend_schema(operation_id="agents_list", tags=TAGS, responses=s.AgentSerializer(many=True))
     def get(self, request: Request) -> Response:
         """The registered agents: name, version, steps and state version."""
@@ -119,18 +69,18 @@ def _session_owner(principal: Principal, username: str | None) -> Any:
     return found.user
 
 
-class SessionListView(AgentsAPIView):
+class SessionListView(ApiView):
     rate_bucket = {"POST": "write"}  # new conversations
 
     @extend_schema(
         operation_id="sessions_list",
         tags=TAGS,
-        parameters=[s.PageQuerySerializer],
-        responses={200: s.SessionPageSerializer, **_errors(400)},
+        parameters=[PageQuerySerializer],
+        responses={200: s.SessionPageSerializer, **error_responses(400)},
     )
     def get(self, request: Request) -> Response:
         """Conversations, newest first (members see only their own)."""
-        query = _valid(s.PageQuerySerializer, request.query_params)
+        query = validated(PageQuerySerializer, request.query_params)
         sessions = selectors.sessions_for(request.principal).select_related("user")
         return Response(s.SessionPageSerializer(_page(sessions, query)).data)
 
@@ -138,12 +88,12 @@ class SessionListView(AgentsAPIView):
         operation_id="sessions_create",
         tags=TAGS,
         request=s.SessionCreateSerializer,
-        responses={201: s.SessionSerializer, **_errors(400, 403, 413, 422)},
+        responses={201: s.SessionSerializer, **error_responses(400, 403, 413, 422)},
     )
     @idempotent
     def post(self, request: Request) -> Response:
         """Open a conversation with an agent, for yourself or (staff, API keys) a member."""
-        data = _valid(s.SessionCreateSerializer, request.data)
+        data = validated(s.SessionCreateSerializer, request.data)
         principal = request.principal
         session = services.session_create(
             principal=principal,
@@ -154,11 +104,11 @@ class SessionListView(AgentsAPIView):
         return Response(s.SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 
 
-class SessionDetailView(AgentsAPIView):
+class SessionDetailView(ApiView):
     @extend_schema(
         operation_id="sessions_retrieve",
         tags=TAGS,
-        responses={200: s.SessionDetailSerializer, **_errors(404)},
+        responses={200: s.SessionDetailSerializer, **error_responses(404)},
     )
     def get(self, request: Request, session_id: Any) -> Response:
         """One conversation with its transcript."""
@@ -167,20 +117,20 @@ class SessionDetailView(AgentsAPIView):
         return Response(s.SessionDetailSerializer(session, context=context).data)
 
 
-class SessionMessagesView(AgentsAPIView):
+class SessionMessagesView(ApiView):
     rate_bucket = "write"
 
     @extend_schema(
         operation_id="sessions_messages_create",
         tags=TAGS,
         request=s.MessageCreateSerializer,
-        responses={201: s.MessagePostedSerializer, **_errors(400, 403, 404, 409, 413, 422)},
+        responses={201: s.MessagePostedSerializer, **error_responses(400, 403, 404, 409, 413, 422)},
     )
     @idempotent
     def post(self, request: Request, session_id: Any) -> Response:
         """Post a user message: it joins the active run or starts a new one."""
         session = selectors.session_for(request.principal, session_id)
-        data = _valid(s.MessageCreateSerializer, request.data)
+        data = validated(s.MessageCreateSerializer, request.data)
         message, run = services.message_post(
             principal=request.principal, session=session, content=data["content"]
         )
@@ -188,13 +138,13 @@ class SessionMessagesView(AgentsAPIView):
         return Response(body, status=status.HTTP_201_CREATED)
 
 
-class SessionForksView(AgentsAPIView):
+class SessionForksView(ApiView):
     rate_bucket = {"POST": "write"}
 
     @extend_schema(
         operation_id="sessions_forks_list",
         tags=TAGS,
-        responses={200: s.SessionSerializer(many=True), **_errors(404)},
+        responses={200: s.SessionSerializer(many=True), **error_responses(404)},
     )
     def get(self, request: Request, session_id: Any) -> Response:
         """Conversations forked from this one, oldest first."""
@@ -206,7 +156,7 @@ class SessionForksView(AgentsAPIView):
         operation_id="sessions_forks_create",
         tags=TAGS,
         request=s.ForkCreateSerializer,
-        responses={201: s.SessionSerializer, **_errors(400, 403, 404, 413, 422)},
+        responses={201: s.SessionSerializer, **error_responses(400, 403, 404, 413, 422)},
     )
     @idempotent
     def post(self, request: Request, session_id: Any) -> Response:
@@ -214,18 +164,18 @@ class SessionForksView(AgentsAPIView):
         there (nothing is copied), then its own messages. 400 `fork_point_invalid` when the
         message is not in this conversation."""
         session = selectors.session_for(request.principal, session_id)
-        data = _valid(s.ForkCreateSerializer, request.data)
+        data = validated(s.ForkCreateSerializer, request.data)
         fork = services.session_fork(
             principal=request.principal, session=session, at_seq=data["at_seq"], title=data["title"]
         )
         return Response(s.SessionSerializer(fork).data, status=status.HTTP_201_CREATED)
 
 
-class SessionThreadView(AgentsAPIView):
+class SessionThreadView(ApiView):
     @extend_schema(
         operation_id="sessions_thread_retrieve",
         tags=TAGS,
-        responses={200: s.ThreadSerializer, **_errors(404)},
+        responses={200: s.ThreadSerializer, **error_responses(404)},
     )
     def get(self, request: Request, session_id: Any) -> Response:
         """The whole thread: inherited messages up to each fork point, then this
@@ -233,10 +183,10 @@ class SessionThreadView(AgentsAPIView):
         session = selectors.session_for(request.principal, session_id)
         body = {
             "session": session,
-            "ancestors": selectors.thread_ancestors(session)[:-1],
+            "ancestors": conversation_selectors.thread_ancestors(session)[:-1],
             "summary": session.summary,
             "summary_upto": session.summary_upto,
-            "messages": selectors.thread(session),
+            "messages": conversation_selectors.thread(session),
         }
         return Response(s.ThreadSerializer(body).data)
 
@@ -244,18 +194,18 @@ class SessionThreadView(AgentsAPIView):
 # --- runs -----------------------------------------------------------------------------------------
 
 
-class RunListView(AgentsAPIView):
+class RunListView(ApiView):
     rate_bucket = {"POST": "write"}  # run starts cost model money
 
     @extend_schema(
         operation_id="runs_list",
         tags=TAGS,
         parameters=[s.RunListQuerySerializer],
-        responses={200: s.RunPageSerializer, **_errors(400)},
+        responses={200: s.RunPageSerializer, **error_responses(400)},
     )
     def get(self, request: Request) -> Response:
         """Runs, newest first, filtered by status and agent, keyset-paginated."""
-        query = _valid(s.RunListQuerySerializer, request.query_params)
+        query = validated(s.RunListQuerySerializer, request.query_params)
         runs = selectors.runs_for(
             request.principal, status=query.get("status"), agent=query.get("agent")
         ).select_related("created_by")
@@ -265,12 +215,12 @@ class RunListView(AgentsAPIView):
         operation_id="runs_create",
         tags=TAGS,
         request=s.RunCreateSerializer,
-        responses={201: s.RunSerializer, **_errors(400, 403, 413, 422)},
+        responses={201: RunSerializer, **error_responses(400, 403, 413, 422)},
     )
     @idempotent
     def post(self, request: Request) -> Response:
         """Start a run of an agent with a JSON object as input."""
-        data = _valid(s.RunCreateSerializer, request.data)
+        data = validated(s.RunCreateSerializer, request.data)
         principal = request.principal
         session = None
         if data["session"] is not None:
@@ -284,27 +234,30 @@ class RunListView(AgentsAPIView):
         run = services.run_start(
             principal=principal, agent=data["agent"], input=data["input"], session=session
         )
-        return Response(s.RunSerializer(run).data, status=status.HTTP_201_CREATED)
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
-class RunDetailView(AgentsAPIView):
+class RunDetailView(ApiView):
     @extend_schema(
         operation_id="runs_retrieve",
         tags=TAGS,
-        responses={200: s.RunDetailSerializer, **_errors(404)},
+        responses={200: s.RunDetailSerializer, **error_responses(404)},
     )
     def get(self, request: Request, run_id: Any) -> Response:
         """One run with its checkpoints, attempts, tool-call ledger and approvals."""
         run = selectors.run_for(request.principal, run_id)
-        context = {**selectors.run_timeline(run), "approvals": selectors.run_approvals(run)}
+        context = {
+            **selectors.run_timeline(run),
+            "approvals": approval_selectors.run_approvals(run),
+        }
         return Response(s.RunDetailSerializer(run, context=context).data)
 
 
-class RunContextView(AgentsAPIView):
+class RunContextView(ApiView):
     @extend_schema(
         operation_id="runs_context_list",
         tags=TAGS,
-        responses={200: s.PackedContextSerializer(many=True), **_errors(404)},
+        responses={200: s.PackedContextSerializer(many=True), **error_responses(404)},
     )
     def get(self, request: Request, run_id: Any) -> Response:
         """What each step packed for the model: included and dropped items, why, and tokens
@@ -313,57 +266,57 @@ class RunContextView(AgentsAPIView):
         return Response(s.PackedContextSerializer(selectors.packed_contexts(run), many=True).data)
 
 
-class RunCancelView(AgentsAPIView):
+class RunCancelView(ApiView):
     @extend_schema(
         operation_id="runs_cancel",
         tags=TAGS,
         request=None,
-        responses={200: s.RunSerializer, **_errors(403, 404, 409, 422)},
+        responses={200: RunSerializer, **error_responses(403, 404, 409, 422)},
     )
     @idempotent
     def post(self, request: Request, run_id: Any) -> Response:
         """Cancel a run: at once if it is not running, else at its next step boundary."""
         run = selectors.run_for(request.principal, run_id)
         run = services.run_cancel(principal=request.principal, run=run)
-        return Response(s.RunSerializer(run).data)
+        return Response(RunSerializer(run).data)
 
 
-class RunEventView(AgentsAPIView):
+class RunEventView(ApiView):
     rate_bucket = "write"
 
     @extend_schema(
         operation_id="runs_events_create",
         tags=TAGS,
         request=s.EventSerializer,
-        responses={200: s.RunSerializer, **_errors(400, 403, 404, 409, 413, 422)},
+        responses={200: RunSerializer, **error_responses(400, 403, 404, 409, 413, 422)},
     )
     @idempotent
     def post(self, request: Request, run_id: Any) -> Response:
         """Deliver an external event to a run waiting for it."""
         run = selectors.run_for(request.principal, run_id)
-        data = _valid(s.EventSerializer, request.data)
+        data = validated(s.EventSerializer, request.data)
         run = services.run_send_event(
             principal=request.principal, run=run, name=data["name"], payload=data["payload"]
         )
-        return Response(s.RunSerializer(run).data)
+        return Response(RunSerializer(run).data)
 
 
-class RunDecisionView(AgentsAPIView):
+class RunDecisionView(ApiView):
     write_scope = Scope.APPROVE
 
     @extend_schema(
         operation_id="runs_decision_create",
         tags=TAGS,
-        request=s.DecisionSerializer,
-        responses={200: s.DecisionResultSerializer, **_errors(400, 403, 404, 409, 413, 422)},
+        request=DecisionSerializer,
+        responses={200: DecisionResultSerializer, **error_responses(400, 403, 404, 409, 413, 422)},
     )
     @idempotent
     def post(self, request: Request, run_id: Any) -> Response:
         """Approve or reject the action a run waits for, optionally with edited arguments."""
         principal = request.principal
         run = selectors.run_for(principal, run_id)
-        data = _valid(s.DecisionSerializer, request.data)
-        approval = selectors.approval_awaited_by(run)
+        data = validated(DecisionSerializer, request.data)
+        approval = approval_selectors.approval_awaited_by(run)
         if approval is None:
             raise errors.RunNotWaiting(
                 f"The run is not waiting for approval (its status is {run.status}).",
@@ -377,4 +330,4 @@ class RunDecisionView(AgentsAPIView):
             edited_arguments=data["arguments"],
         )
         run.refresh_from_db()
-        return Response(s.DecisionResultSerializer({"approval": approval, "run": run}).data)
+        return Response(DecisionResultSerializer({"approval": approval, "run": run}).data)

@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from agents.conversations import selectors as conversation_selectors
 from agents.runtime import selectors
 from agents.runtime.definitions import get_agent
 from agents.runtime.errors import AppError
@@ -29,6 +30,7 @@ from agents.runtime.models import (
 )
 from agents.web.forms import RunFilterForm, make_cursor
 from approvals.models import ApprovalRequest
+from tenants.models import AuditEvent
 from tenants.principal import Principal
 
 PAGE_SIZE = 50
@@ -183,8 +185,6 @@ def audit_trail(run: Run, approvals: list) -> list:
     expiries, escalations), oldest first."""
     from django.db.models import Q
 
-    from tenants.models import AuditEvent
-
     about = Q(target_type="agents.run", target_id=str(run.pk))
     if approvals:
         ids = [str(a.pk) for a in approvals]
@@ -288,9 +288,9 @@ def conversation_context(
     principal: Principal, session: Any, *, fork_error: str | None = None
 ) -> dict[str, Any]:
     """One conversation: its ancestry, the whole thread, its forks, runs and summary."""
-    ancestry = selectors.thread_ancestors(session)
+    ancestry = conversation_selectors.thread_ancestors(session)
     owners = {str(a["session"].pk): a["session"] for a in ancestry}
-    thread = selectors.thread(session)
+    thread = conversation_selectors.thread(session)
     for message in thread:
         message["owner"] = owners.get(message["session"], session)
     return {

@@ -2,122 +2,35 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import datetime as dt
-import json
-import uuid
 from typing import Any
 
-from django.db import models
-from drf_spectacular.extensions import OpenApiSerializerFieldExtension
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents.runtime.models import (
     AgentSession,
-    AttemptOutcome,
-    Checkpoint,
     Message,
     MessageRole,
     PackedContext,
     Run,
     RunStatus,
     SessionStatus,
-    StepAttempt,
-    ToolCall,
-    ToolCallStatus,
 )
-from approvals.models import ApprovalRequest, ApprovalStatus
-from core import json_input
+from agents.runtime.serializers import (
+    AttemptSerializer,
+    CheckpointSerializer,
+    RunSerializer,
+    ToolCallSerializer,
+)
+from approvals.serializers import ApprovalRequestSerializer
+from core.serializers import EnumField, JSONObjectField, PageQuerySerializer
 
-
-class EnumField(serializers.ChoiceField):
-    """A choice field documented as one named enum (RunStatusEnum, ...), never a guessed name."""
-
-    def __init__(self, choices: type[models.TextChoices], **kwargs: Any) -> None:
-        self.enum_name = f"{choices.__name__}Enum"
-        super().__init__(choices=choices.choices, **kwargs)
-
-
-class EnumFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = EnumField
-
-    def get_name(self) -> str:
-        return self.target.enum_name
-
-    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
-        return {"type": "string", "enum": list(self.target.choices)}
-
-
-# --- keyset cursors -------------------------------------------------------------------------------
-
-Cursor = tuple[dt.datetime, uuid.UUID]
-
-
-def cursor_encode(created_at: dt.datetime, pk: uuid.UUID) -> str:
-    """An opaque cursor naming the row a page ended at."""
-    raw = json.dumps([created_at.isoformat(), str(pk)], separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-@extend_schema_field(OpenApiTypes.STR)
-class CursorField(serializers.Field):
-    """`?before=`: the `next` cursor of the previous page, decoded to (created_at, id)."""
-
-    default_error_messages = {"invalid": "Not a cursor from this API."}
-
-    def to_internal_value(self, data: Any) -> Cursor:
-        try:
-            padded = str(data) + "=" * (-len(str(data)) % 4)
-            created_at, pk = json_input.loads(base64.urlsafe_b64decode(padded.encode()))
-            moment = dt.datetime.fromisoformat(created_at)
-            if moment.tzinfo is None:
-                raise ValueError("naive timestamp")
-            return moment, uuid.UUID(pk)
-        except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
-            self.fail("invalid")
-
-    def to_representation(self, value: Cursor) -> str:
-        return cursor_encode(*value)
-
-
-class PageQuerySerializer(serializers.Serializer):
-    before = CursorField(required=False, help_text="The `next` cursor of the previous page.")
-    limit = serializers.IntegerField(min_value=1, max_value=100, default=50)
+# --- input ----------------------------------------------------------------------------------------
 
 
 class RunListQuerySerializer(PageQuerySerializer):
     status = EnumField(RunStatus, required=False)
     agent = serializers.CharField(max_length=100, required=False)
-
-
-# --- input ----------------------------------------------------------------------------------------
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """JSON true or false only: a string such as "no" is an error, not a guess."""
-
-    default_error_messages = {"invalid": "Must be true or false."}
-
-    def to_internal_value(self, data: Any) -> bool:
-        if isinstance(data, bool):
-            return data
-        self.fail("invalid")
-
-
-@extend_schema_field({"type": "object", "additionalProperties": True})
-class JSONObjectField(serializers.JSONField):
-    """A JSON object (a dict), never a list, string or number."""
-
-    default_error_messages = {"not_an_object": "Must be a JSON object."}
-
-    def to_internal_value(self, data: Any) -> dict[str, Any]:
-        value = super().to_internal_value(data)
-        if not isinstance(value, dict):
-            self.fail("not_an_object")
-        return value
 
 
 class SessionCreateSerializer(serializers.Serializer):
@@ -149,22 +62,6 @@ class RunCreateSerializer(serializers.Serializer):
 class EventSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     payload = JSONObjectField(required=False, default=dict)
-
-
-class DecisionSerializer(serializers.Serializer):
-    approve = StrictBooleanField()
-    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
-    arguments = JSONObjectField(
-        required=False,
-        allow_null=True,
-        default=None,
-        help_text="Edited arguments for the action; validated against the tool's JSON schema.",
-    )
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if attrs.get("arguments") is not None and not attrs["approve"]:
-            raise serializers.ValidationError({"arguments": ["Only an approval edits arguments."]})
-        return attrs
 
 
 # --- output ---------------------------------------------------------------------------------------
@@ -209,122 +106,6 @@ class SessionDetailSerializer(SessionSerializer):
     @extend_schema_field(MessageSerializer(many=True))
     def get_messages(self, session: AgentSession) -> list[dict[str, Any]]:
         return MessageSerializer(self.context["messages"], many=True).data
-
-
-class RunSerializer(serializers.ModelSerializer):
-    status = EnumField(RunStatus, read_only=True)
-    attempt = serializers.IntegerField(
-        source="attempts", read_only=True, help_text="Attempt number of the current step."
-    )
-    created_by = serializers.CharField(
-        source="created_by.username", read_only=True, allow_null=True
-    )
-
-    class Meta:
-        model = Run
-        fields = [
-            "id",
-            "agent",
-            "agent_version",
-            "session",
-            "status",
-            "current_step",
-            "step_seq",
-            "input",
-            "output",
-            "error",
-            "attempt",
-            "waiting_for",
-            "cancel_requested",
-            "not_before",
-            "created_by",
-            "created_at",
-            "started_at",
-            "finished_at",
-            "updated_at",
-        ]
-        read_only_fields = fields
-
-
-class CheckpointSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = Checkpoint
-        fields = [
-            "seq",
-            "step",
-            "next_step",
-            "state",
-            "schema_version",
-            "messages_upto",
-            "created_at",
-        ]
-        read_only_fields = fields
-
-
-class AttemptSerializer(serializers.ModelSerializer):
-    outcome = EnumField(AttemptOutcome, read_only=True)
-
-    class Meta:
-        model = StepAttempt
-        fields = [
-            "seq",
-            "attempt",
-            "step",
-            "worker",
-            "outcome",
-            "error_class",
-            "error_code",
-            "message",
-            "traceback",
-            "started_at",
-            "ended_at",
-            "duration_ms",
-        ]
-        read_only_fields = fields
-
-
-class ToolCallSerializer(serializers.ModelSerializer):
-    status = EnumField(ToolCallStatus, read_only=True)
-
-    class Meta:
-        model = ToolCall
-        fields = [
-            "seq",
-            "call_index",
-            "tool",
-            "idempotency_key",
-            "arguments",
-            "status",
-            "result",
-            "sends",
-            "created_at",
-            "completed_at",
-        ]
-        read_only_fields = fields
-
-
-class ApprovalRequestSerializer(serializers.ModelSerializer):
-    status = EnumField(ApprovalStatus, read_only=True)
-
-    class Meta:
-        model = ApprovalRequest
-        fields = [
-            "id",
-            "status",
-            "step",
-            "checkpoint_seq",
-            "action",
-            "arguments",
-            "amount",
-            "reason",
-            "requested_at",
-            "due_at",
-            "decided_by_label",
-            "decided_at",
-            "comment",
-            "edited_arguments",
-        ]
-        read_only_fields = fields
 
 
 class RunDetailSerializer(RunSerializer):
@@ -374,20 +155,6 @@ class SessionPageSerializer(serializers.Serializer):
 class MessagePostedSerializer(serializers.Serializer):
     message = MessageSerializer()
     run = RunSerializer()
-
-
-class DecisionResultSerializer(serializers.Serializer):
-    approval = ApprovalRequestSerializer()
-    run = RunSerializer()
-
-
-class ErrorSerializer(serializers.Serializer):
-    """Every error: a stable code, a message, and per-field errors or detail when useful."""
-
-    code = serializers.CharField()
-    message = serializers.CharField()
-    fields = serializers.DictField(required=False)
-    detail = serializers.JSONField(required=False)
 
 
 # --- threads and packed contexts ------------------------------------------------------------------

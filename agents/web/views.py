@@ -9,7 +9,6 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -20,6 +19,7 @@ from agents.web import pages
 from agents.web.forms import DecisionForm, RunFilterForm, StartRunForm
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
+from core.htmx import is_partial, vary_on_htmx
 from core.params import positive_int
 from tenants.errors import AppError
 from tenants.models import Scope
@@ -38,17 +38,6 @@ def get_run_for_member(request: HttpRequest, run_id: uuid.UUID) -> Run:
     return selectors.run_for(request.principal, run_id)
 
 
-def _partial(request: HttpRequest) -> bool:
-    """An htmx swap asks for a fragment; a history restore needs the whole page."""
-    return bool(request.htmx) and not request.htmx.history_restore_request
-
-
-def _vary(response: HttpResponse) -> HttpResponse:
-    # Full page and fragment share a URL: caches must keep them apart.
-    patch_vary_headers(response, ["HX-Request"])
-    return response
-
-
 # --- runs list ------------------------------------------------------------------------------------
 
 
@@ -58,9 +47,9 @@ def run_list(request: HttpRequest) -> HttpResponse:
     """Runs of the tenant (a member's own), newest first, filtered, paged by a cursor."""
     filters = RunFilterForm(request.GET)
     table, status = pages.runs_table(request.principal, filters)
-    if _partial(request):
-        return _vary(render(request, f"{RUNS}#runs-table", table, status=status))
-    return _vary(_runs_page(request, table, status=status))
+    if is_partial(request):
+        return vary_on_htmx(render(request, f"{RUNS}#runs-table", table, status=status))
+    return vary_on_htmx(_runs_page(request, table, status=status))
 
 
 @require_POST
@@ -118,7 +107,7 @@ def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
 
     It stays current over the websocket (agents/live/): no polling."""
     run = get_run_for_member(request, run_id)
-    return _vary(_run_response(request, pages.run_context(run)))
+    return vary_on_htmx(_run_response(request, pages.run_context(run)))
 
 
 @require_POST
@@ -175,7 +164,7 @@ def _decide(
 
 
 def _run_response(request: HttpRequest, context: dict[str, Any], status: int = 200) -> HttpResponse:
-    template = f"{RUN}#run-live" if _partial(request) else RUN
+    template = f"{RUN}#run-live" if is_partial(request) else RUN
     return render(request, template, context, status=status)
 
 
@@ -251,6 +240,6 @@ def run_context(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     run = get_run_for_member(request, run_id)
     context = {"run": run, "records": list(selectors.packed_contexts(run))}
     template = "agents/_packed_context.html"
-    return _vary(
-        render(request, f"{template}#packed-context" if _partial(request) else template, context)
+    return vary_on_htmx(
+        render(request, f"{template}#packed-context" if is_partial(request) else template, context)
     )

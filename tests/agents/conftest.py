@@ -20,7 +20,7 @@ def _reset_counters():
 def enqueued(monkeypatch):
     """Runs the engine would have put on the queue (in-process tests drive them by hand)."""
     sent: list[dict] = []
-    monkeypatch.setattr("agents.runtime.tasks.enqueue_run", lambda **kwargs: sent.append(kwargs))
+    monkeypatch.setattr("agents.runtime.queue.enqueue_run", lambda **kwargs: sent.append(kwargs))
     return sent
 
 

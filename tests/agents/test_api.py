@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import uuid
 from typing import Any
 
@@ -15,14 +17,14 @@ from agents.runtime import services
 from agents.runtime.models import (
     AgentSession,
     Checkpoint,
-    IdempotencyRecord,
     Message,
     Run,
     StepAttempt,
     ToolCall,
 )
 from approvals.models import ApprovalRequest
-from approvals.services import request_create
+from approvals.services import approval_request_create
+from core.models import IdempotencyRecord
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents import agents_for_tests  # noqa: F401 - registers the test agents
@@ -81,7 +83,7 @@ def waiting_for_approval(membership, *, arguments: dict | None = None, session=N
     run = start_run(membership, session=session)
     request_id = uuid.uuid4()
     with tenant_scope(membership.tenant_id):
-        request_create(
+        approval_request_create(
             id=request_id,
             tenant_id=membership.tenant_id,
             run_id=run.pk,
@@ -326,6 +328,15 @@ def test_bad_list_parameters_get_400_with_the_field_named(as_manager, query, fie
     response = as_manager.get(f"/api/v1/runs?{query}")
     assert response.status_code == 400
     assert set(response.json()["fields"]) == {field}
+
+
+def test_a_cursor_whose_parts_have_the_wrong_types_is_a_400_not_a_500(as_manager):
+    # Well-formed base64 JSON, but the id part is a number: uuid.UUID(5) raises AttributeError.
+    for parts in (["2026-01-01T00:00:00+00:00", 5], [5, 5], ["2026-01-01T00:00:00+00:00"]):
+        cursor = base64.urlsafe_b64encode(json.dumps(parts).encode()).decode()
+        response = as_manager.get(f"/api/v1/runs?before={cursor}")
+        assert response.status_code == 400
+        assert set(response.json()["fields"]) == {"before"}
 
 
 def test_cancelling_a_queued_run_cancels_it(as_member, member, tenant_a):

@@ -15,8 +15,8 @@ from django.db import connection
 
 from agents.runtime import selectors
 from agents.runtime.models import AgentSession, Checkpoint, DemoRefund, Message, Run, StepAttempt
+from agents.runtime.queue import enqueue_run
 from agents.runtime.services import run_start
-from agents.runtime.tasks import enqueue_run
 from config import embedded
 from config.celery import app as celery_app
 from tenants.scope import tenant_scope

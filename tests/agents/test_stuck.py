@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 
 from agents.console import stuck
+from agents.console.stuck import detect_stuck
 from agents.runtime.models import Run, RunEvent
-from agents.runtime.sweeps import detect_stuck
 from approvals.models import ApprovalRequest
 from tenants.scope import tenant_scope
 from tests.agents.console_helpers import ago, make_run
@@ -139,7 +139,7 @@ def test_the_beat_job_counts_stuck_runs_of_every_tenant_and_logs_each_with_its_i
 ):
     a = make_run(tenant_a, status="running", lease_owner="w", lease_expires_at=ago(5))
     make_run(tenant_b, status="failed", error={"code": "retries_exhausted"})
-    with caplog.at_level(logging.WARNING, logger="agents.runtime.sweeps"):
+    with caplog.at_level(logging.WARNING, logger="agents.console.stuck"):
         counts = detect_stuck()
     assert counts["lease_expired"] == 1 and counts["retries_exhausted"] == 1
     logged = [r for r in caplog.records if getattr(r, "run_id", "") == str(a.pk)]

@@ -137,7 +137,9 @@ def test_a_message_past_the_threshold_schedules_the_summary_after_commit_not_in_
     session, monkeypatch, django_capture_on_commit_callbacks
 ):
     queued = []
-    monkeypatch.setattr("agents.runtime.tasks.enqueue_summary", lambda **kw: queued.append(kw))
+    monkeypatch.setattr(
+        "agents.conversations.tasks.enqueue_summary", lambda **kw: queued.append(kw)
+    )
     monkeypatch.setattr(summary, "summary_model", lambda: pytest.fail("LLM in the request"))
     turns(session, 5)
     with django_capture_on_commit_callbacks(execute=True):
@@ -146,7 +148,7 @@ def test_a_message_past_the_threshold_schedules_the_summary_after_commit_not_in_
 
 
 def test_the_celery_task_summarises_with_the_scripted_model(session):
-    from agents.runtime.tasks import summarise_session
+    from agents.conversations.tasks import summarise_session
 
     turns(session, 11)
     result = summarise_session.apply(

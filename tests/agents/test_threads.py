@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agents.conversations.errors import ForkPointInvalid
 from agents.conversations.packing.build import build_context
 from agents.runtime import services
+from agents.runtime.errors import ForkPointInvalid
 from agents.runtime.models import AgentSession, Message
 from tenants.scope import tenant_scope
 from tests import factories

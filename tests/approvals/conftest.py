@@ -14,7 +14,7 @@ from agents.runtime.models import Run
 from agents.runtime.services import conversation_start
 from approvals import policies
 from approvals.models import ApprovalRequest
-from approvals.services import request_create
+from approvals.services import approval_request_create
 from tenants.scope import tenant_scope
 from tests import factories
 
@@ -27,7 +27,7 @@ HX = {"HTTP_HX_REQUEST": "true"}
 def enqueued(monkeypatch):
     """Runs the decisions put on the queue (in-process tests do not run workers)."""
     sent: list[dict] = []
-    monkeypatch.setattr("agents.runtime.tasks.enqueue_run", lambda **kwargs: sent.append(kwargs))
+    monkeypatch.setattr("agents.runtime.queue.enqueue_run", lambda **kwargs: sent.append(kwargs))
     return sent
 
 
@@ -36,7 +36,7 @@ def notified(monkeypatch):
     """Approval emails queued for the worker: (kwargs) of each notify task."""
     sent: list[dict] = []
     monkeypatch.setattr(
-        "approvals.tasks.notify_approvers.apply_async", lambda kwargs, **_: sent.append(kwargs)
+        "approvals.notifications.queue_notification", lambda kwargs, **_: sent.append(kwargs)
     )
     return sent
 
@@ -80,8 +80,9 @@ def make_request(
     amount: Any = 400,
     due_in: dt.timedelta | None = None,
 ) -> ApprovalRequest:
-    """A pending request on a queued run of `membership`, made through request_create (so the
-    tenant's policy applies), with the run put in the waiting state the engine leaves it in."""
+    """A pending request on a queued run of `membership`, made through
+    approval_request_create (so the tenant's policy applies), with the run put in the waiting
+    state the engine leaves it in."""
     actor = principal(membership)
     with tenant_scope(actor.tenant.pk):
         from agents.runtime.services import run_start
@@ -91,7 +92,7 @@ def make_request(
         Run.objects.for_tenant(actor.tenant).filter(pk=run.pk).update(
             status="waiting_approval", waiting_for=str(request_id), current_step="refund"
         )
-        request = request_create(
+        request = approval_request_create(
             id=request_id,
             tenant_id=actor.tenant.pk,
             run_id=run.pk,
@@ -120,7 +121,7 @@ def add_group(admin_membership, name: str, users: list) -> Any:
 
 
 def audit_actions(request: ApprovalRequest) -> list[str]:
-    from approvals.selectors import request_audit
+    from approvals.selectors import approval_request_audit
 
     with tenant_scope(request.tenant_id):
-        return [e.action for e in request_audit(request)]
+        return [e.action for e in approval_request_audit(request)]

@@ -33,7 +33,7 @@ def resumes(monkeypatch):
         with lock:
             sent.append(str(kwargs["run_id"]))
 
-    monkeypatch.setattr("agents.runtime.tasks.enqueue_run", record)
+    monkeypatch.setattr("agents.runtime.queue.enqueue_run", record)
     return sent
 
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from approvals import policies
 from approvals.errors import AlreadyDecided
-from approvals.services import approval_decide, requests_sweep_due
+from approvals.services import approval_decide, approval_requests_sweep_due
 from approvals.tasks import sweep_deadlines
 from tenants.scope import tenant_scope
 from tests import factories
@@ -32,7 +32,7 @@ HOUR = dt.timedelta(hours=1)
 def test_before_the_deadline_the_sweep_changes_nothing(members):
     add_policy(members["admin"], expires_after_minutes=60, on_expiry="reject")
     run, request = paused_refund(members["member"])
-    assert requests_sweep_due(now=request.due_at - dt.timedelta(seconds=1)) == {
+    assert approval_requests_sweep_due(now=request.due_at - dt.timedelta(seconds=1)) == {
         "expired": 0,
         "escalated": 0,
     }
@@ -45,7 +45,7 @@ def test_at_the_deadline_an_auto_reject_policy_expires_the_request_and_resumes_t
     add_policy(members["admin"], expires_after_minutes=60, on_expiry="reject")
     run, request = paused_refund(members["member"])
     with django_capture_on_commit_callbacks(execute=True):
-        assert requests_sweep_due(now=request.due_at) == {"expired": 1, "escalated": 0}
+        assert approval_requests_sweep_due(now=request.due_at) == {"expired": 1, "escalated": 0}
     expired = load_request(run.tenant, request.pk)
     assert (expired.status, expired.decided_by_label) == ("expired", "system: deadline")
     assert expired.decided_at == request.due_at
@@ -55,13 +55,13 @@ def test_at_the_deadline_an_auto_reject_policy_expires_the_request_and_resumes_t
     assert (decision["approved"], decision["expired"]) == (False, True)
     assert [str(e["run_id"]) for e in enqueued] == [str(run.pk)]
     assert audit_actions(request) == ["approval.requested", "approval.expired"]
-    assert requests_sweep_due(now=request.due_at + HOUR) == {"expired": 0, "escalated": 0}
+    assert approval_requests_sweep_due(now=request.due_at + HOUR) == {"expired": 0, "escalated": 0}
 
 
 def test_a_decision_after_the_expiry_is_a_409_naming_the_deadline(members):
     add_policy(members["admin"], expires_after_minutes=1, on_expiry="reject")
     run, request = paused_refund(members["member"])
-    requests_sweep_due(now=request.due_at + HOUR)
+    approval_requests_sweep_due(now=request.due_at + HOUR)
     with tenant_scope(run.tenant_id), pytest.raises(AlreadyDecided) as late:
         approval_decide(principal=principal(members["manager"]), request=request, approve=True)
     assert late.value.message == "Already expired by system: deadline."
@@ -78,7 +78,7 @@ def test_at_the_deadline_an_escalating_policy_lets_admins_decide_and_emails_them
     admin = principal(members["admin"])
     assert "Finance" in policies.refusal(admin, request)
     with django_capture_on_commit_callbacks(execute=True):
-        assert requests_sweep_due(now=request.due_at + dt.timedelta(seconds=5)) == {
+        assert approval_requests_sweep_due(now=request.due_at + dt.timedelta(seconds=5)) == {
             "expired": 0,
             "escalated": 1,
         }
@@ -93,7 +93,7 @@ def test_at_the_deadline_an_escalating_policy_lets_admins_decide_and_emails_them
     }
     assert audit_actions(request) == ["approval.requested", "approval.escalated"]
     # Escalated once: later sweeps leave it to the admins.
-    assert requests_sweep_due(now=request.due_at + 10 * HOUR)["escalated"] == 0
+    assert approval_requests_sweep_due(now=request.due_at + 10 * HOUR)["escalated"] == 0
     with tenant_scope(tenant_a.pk):
         approval_decide(principal=admin, request=escalated, approve=True)
     assert load_run(run).status == "queued"
@@ -102,7 +102,10 @@ def test_at_the_deadline_an_escalating_policy_lets_admins_decide_and_emails_them
 def test_a_keep_waiting_policy_leaves_an_overdue_request_pending(members):
     add_policy(members["admin"], expires_after_minutes=5, on_expiry="wait")
     run, request = paused_refund(members["member"])
-    assert requests_sweep_due(now=request.due_at + 24 * HOUR) == {"expired": 0, "escalated": 0}
+    assert approval_requests_sweep_due(now=request.due_at + 24 * HOUR) == {
+        "expired": 0,
+        "escalated": 0,
+    }
     assert load_request(run.tenant, request.pk).status == "pending"
 
 
@@ -115,7 +118,7 @@ def test_the_sweep_spans_tenants_and_leaves_decided_requests_alone(members, outs
     with tenant_scope(decided.tenant_id):
         approval_decide(principal=principal(members["manager"]), request=decided, approve=True)
     later = timezone.now() + HOUR
-    assert requests_sweep_due(now=later) == {"expired": 2, "escalated": 0}
+    assert approval_requests_sweep_due(now=later) == {"expired": 2, "escalated": 0}
     assert load_request(members["admin"].tenant, mine.pk).status == "expired"
     assert load_request(outsider.tenant, theirs.pk).status == "expired"
     assert load_request(members["admin"].tenant, decided.pk).status == "approved"
@@ -127,7 +130,7 @@ def test_the_sweep_is_audited_as_a_system_context(members):
 
     add_policy(members["admin"], expires_after_minutes=10, on_expiry="reject")
     make_request(members["member"])
-    requests_sweep_due(now=timezone.now() + HOUR)
+    approval_requests_sweep_due(now=timezone.now() + HOUR)
     with system_scope("test_inspection"):
         event = AuditEvent.objects.filter(action="system.approval_deadlines").get()
     assert event.after == {"expired": 1, "escalated": 0}

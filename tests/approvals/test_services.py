@@ -11,7 +11,7 @@ from django.utils import timezone
 from approvals import policies
 from approvals.errors import AlreadyDecided, InvalidArguments, InvalidDecision, NotAnApprover
 from approvals.models import ApprovalRequest
-from approvals.services import approval_decide, requests_cancel_for_run
+from approvals.services import approval_decide, approval_requests_cancel_for_run
 from tenants.principal import Principal
 from tenants.scope import tenant_scope
 from tests import factories
@@ -236,7 +236,7 @@ def test_the_second_decider_is_told_who_decided_what(members):
 def test_cancelling_the_run_cancels_its_request_and_audits_it(members):
     run, request = paused_refund(members["member"])
     with tenant_scope(run.tenant_id):
-        assert requests_cancel_for_run(tenant_id=run.tenant_id, run_id=run.pk) == 1
+        assert approval_requests_cancel_for_run(tenant_id=run.tenant_id, run_id=run.pk) == 1
     assert load_request(run.tenant, request.pk).status == "cancelled"
     assert audit_actions(request)[-1] == "approval.cancelled"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_int, env_list, env_url
+from core.env import env_bool, env_int, env_list, env_url
 
 
 @pytest.mark.parametrize("raw,expected", [("1", True), ("yes", True), ("off", False), ("", False)])

@@ -11,7 +11,7 @@ from django.contrib import admin
 from django.test import Client
 
 from agents.runtime import metrics
-from config.logging import ContextFilter, JsonFormatter, bind
+from core.log_context import ContextFilter, JsonFormatter, bind
 from tests import processes
 from tests.agents.console_helpers import ago, make_run
 

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def conversation(monkeypatch):
-    monkeypatch.setattr("agents.runtime.tasks.enqueue_run", lambda **_: None)
+    monkeypatch.setattr("agents.runtime.queue.enqueue_run", lambda **_: None)
     tenant = factories.make_tenant("acme")
     manager = factories.make_member(tenant, Role.MANAGER, user=factories.make_user("mia"))
     principal = factories.principal_for(manager)

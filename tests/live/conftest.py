@@ -150,7 +150,7 @@ step = database_sync_to_async(step_sync)
 @pytest.fixture(autouse=True)
 def _no_queue(monkeypatch):
     """The engine's enqueue goes nowhere: tests drive runs by hand."""
-    monkeypatch.setattr("agents.runtime.tasks.enqueue_run", lambda **kwargs: None)
+    monkeypatch.setattr("agents.runtime.queue.enqueue_run", lambda **kwargs: None)
 
 
 def events_of(run: Run) -> list[tuple[int, str]]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, transaction
 
+from tenants.audit import audit_record
 from tenants.models import AuditEvent, Tenant
 from tenants.scope import system_scope, tenant_scope
-from tenants.services import audit_record
 from tests import factories
 
 

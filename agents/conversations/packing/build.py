@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
 from agents.conversations import cache
 from agents.conversations.packing import packer
+from agents.conversations.packing.memories import Memory, retrieve
 from agents.conversations.packing.packer import Item, Packed
 from agents.conversations.packing.tokens import Tokenizer, tokenizer_for
 from agents.conversations.threads import ThreadState, thread_state
@@ -30,18 +30,6 @@ PRIORITY = {
     packer.TOOLS: 1.0,
 }
 _WORD = re.compile(r"[a-z0-9]+")
-
-
-@dataclass(frozen=True)
-class Memory:
-    """A retrieved fact, sent as quoted data (never as an instruction)."""
-
-    text: str
-    category: str = ""
-    score: float = 1.0
-    key: str = ""
-    # Already quoted by the memory app (a whole section of facts): sent exactly as it is.
-    rendered: str = ""
 
 
 def load_thread(
@@ -299,8 +287,6 @@ def build_context(
     if session_id is not None:
         thread, hit = load_thread(tenant_id=tenant_id, session_id=session_id, tokenizer=tokenizer)
     if memories is None:
-        from agents.conversations.packing.memories import retrieve
-
         query = (
             current if current is not None else _last_user_text(thread.messages if thread else [])
         )

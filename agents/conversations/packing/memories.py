@@ -1,32 +1,32 @@
-"""Retrieved memories as candidates, through `memory.selectors.facts_for_context` when the
-memory app provides it (and nothing, not an error, while it does not)."""
+"""Retrieved memories as candidates, through the "memory.facts_for_context" provider when the
+memory app registers one (and nothing, not an error, while none is registered)."""
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from agents.conversations.packing.build import Memory
+from agents.runtime import extensions
 from tenants.scope import tenant_scope
 
-Retriever = Callable[..., Any]
 
+@dataclass(frozen=True)
+class Memory:
+    """A retrieved fact, sent as quoted data (never as an instruction)."""
 
-def _retriever() -> Retriever | None:
-    try:
-        selectors = importlib.import_module("memory.selectors")
-    except ImportError:
-        return None
-    return getattr(selectors, "facts_for_context", None)
+    text: str
+    category: str = ""
+    score: float = 1.0
+    key: str = ""
+    # Already quoted by the memory app (a whole section of facts): sent exactly as it is.
+    rendered: str = ""
 
 
 def retrieve(*, tenant_id: Any, subject_id: Any, query: str, budget_tokens: int) -> list[Memory]:
     """Facts about `subject_id` relevant to `query`, best first; [] without a memory app."""
     if subject_id is None or not query:
         return []
-    facts_for_context = _retriever()
+    facts_for_context = extensions.provider("memory.facts_for_context")
     if facts_for_context is None:
         return []
     with tenant_scope(tenant_id):

@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agents.conversations.packing.build import Memory, build_context
+from agents.conversations.packing.build import build_context
+from agents.conversations.packing.memories import Memory, as_memories
 from agents.conversations.packing.packer import Packed
 from agents.conversations.packing.records import record_fields
+from agents.runtime.models import PackedContext
 
 if TYPE_CHECKING:
     from agents.runtime.engine.step_context import StepContext
@@ -27,8 +29,6 @@ def pack_for_step(
 ) -> Packed:
     """Pack the context of the step's next model call and record it with the step."""
     if memories is not None and not isinstance(memories, list | tuple):
-        from agents.conversations.packing.memories import as_memories
-
         memories = as_memories(memories)  # e.g. what ctx.memory.recall() returned
     packed = build_context(
         tenant_id=ctx.tenant_id,
@@ -48,8 +48,6 @@ def pack_for_step(
     fields = record_fields(packed)
 
     def write() -> None:
-        from agents.runtime.models import PackedContext
-
         PackedContext.objects.create(
             tenant_id=ctx.tenant_id,
             run_id=ctx.run_id,

@@ -7,6 +7,8 @@ from typing import Any
 
 from django import template
 
+from approvals.policies import refusal
+
 register = template.Library()
 
 
@@ -95,6 +97,4 @@ def event_label(event: Any) -> str:
 def refusal_for(approval: Any, principal: Any) -> str | None:
     """Why `principal` may not decide this approval (its policy: role, group, four eyes), or
     None if they may: the run page offers Approve/Reject only to those the service accepts."""
-    from approvals.policies import refusal
-
     return refusal(principal, approval) if principal is not None else "Not signed in."

@@ -21,12 +21,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents.runtime import progress
+from agents.runtime import progress, queue
 from agents.runtime.definitions import Agent, Transition, get_agent
 from agents.runtime.engine import store
 from agents.runtime.engine.failpoints import failpoint
 from agents.runtime.engine.heartbeat import Lease
 from agents.runtime.engine.step_context import StepContext
+from agents.runtime.engine.step_writes import write_extras
 from agents.runtime.errors import AppError, StepError
 from agents.runtime.models import RunStatus
 
@@ -231,7 +232,9 @@ class _Driver:
                 if row is None:
                     raise _Fenced
                 self._finished(row, t, params)  # sent on commit, before the extras' events
-                self._write_extras(ctx, t, approval_id)
+                write_extras(
+                    self.claim, seq=self.seq, step=self.step, ctx=ctx, t=t, approval_id=approval_id
+                )
             self.event_seq = max(self.event_seq, recorded.get(self.claim.run_key, 0))
         self.state_json = state_json
         self._set_version(row.version)
@@ -253,35 +256,6 @@ class _Driver:
             next_step=t.next_step,
             duration_ms=round(params["duration_ms"], 1),
         )
-
-    def _write_extras(self, ctx: StepContext, t: Transition, approval_id: uuid.UUID | None) -> None:
-        from agents.runtime.services import messages_append
-
-        if ctx.outbox and self.claim.session_id is not None:
-            messages_append(
-                tenant_id=self.claim.tenant_id,
-                session_id=self.claim.session_id,
-                run_id=self.claim.run_id,
-                messages=ctx.outbox,
-            )
-        if approval_id is not None and t.approval is not None:
-            from approvals.services import request_create
-
-            due_in = t.approval.get("due_in")
-            request_create(
-                id=approval_id,
-                tenant_id=self.claim.tenant_id,
-                run_id=self.claim.run_id,
-                checkpoint_seq=self.seq + 1,
-                step=self.step,
-                action=t.approval["action"],
-                arguments=t.approval["arguments"],
-                reason=t.approval.get("reason", ""),
-                amount=t.approval.get("amount"),
-                due_at=timezone.now() + due_in if due_in else None,
-            )
-        for write in ctx.writes:
-            write()
 
     # --- failures ---------------------------------------------------------------------------------
 
@@ -405,9 +379,7 @@ def _check(agent: Agent, t: Transition) -> None:
 
 
 def _enqueue_on_commit(tenant_id: str, run_id: Any, **options: Any) -> None:
-    from agents.runtime.tasks import enqueue_run
-
-    transaction.on_commit(lambda: enqueue_run(tenant_id=tenant_id, run_id=run_id, **options))
+    transaction.on_commit(lambda: queue.enqueue_run(tenant_id=tenant_id, run_id=run_id, **options))
 
 
 def _publish(

@@ -6,9 +6,13 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
+from agents.runtime import extensions
 from agents.runtime import tools as tool_registry
 from agents.runtime.engine import ledger
 from agents.runtime.engine.store import Claim
+from agents.runtime.llm import get_model
+from agents.runtime.selectors import transcript_for_step
+from agents.runtime.streaming import LiveModel
 
 
 class ToolBox:
@@ -80,27 +84,18 @@ class StepContext:
         return ToolBox(self._claim, self.seq)
 
     @cached_property
-    def llm(self):
-        from agents.runtime.llm import get_model
-        from agents.runtime.streaming import LiveModel
-
+    def llm(self) -> LiveModel:
         return LiveModel(get_model(), ctx=self, after=self._event_seq)
 
-    @cached_property
-    def memory(self):
-        """Long-term memory of the conversation's user: `recall(query, budget)`, `propose(...)`."""
-        from memory.steps import StepMemory
-
-        return StepMemory(self)
-
-    def pack(self, *, system: str, current: str | None = None, **options: Any) -> Any:
-        """The context of a model call, packed into the token budget (system prompt, current
-        turn, summary, turns, memories, tool schemas) and recorded with this step.
-
-        Options: tools, memories, model, window, reserve_output (see docs/context.md)."""
-        from agents.conversations.packing.steps import pack_for_step
-
-        return pack_for_step(self, system=system, current=current, **options)
+    def __getattr__(self, name: str) -> Any:
+        """`ctx.memory`, `ctx.pack`, ...: what a feature registered under that name
+        (agents.runtime.extensions), built on first use and kept for the step."""
+        factory = extensions.step_extension(name) if not name.startswith("_") else None
+        if factory is None:
+            raise AttributeError(f"StepContext has no attribute {name!r}")
+        value = factory(self)
+        self.__dict__[name] = value
+        return value
 
     def write_with_step(self, write: Callable[[], None]) -> None:
         """Run `write()` in the transaction that persists this step (exactly once with it)."""
@@ -113,8 +108,6 @@ class StepContext:
     @cached_property
     def transcript(self) -> list[dict[str, Any]]:
         """The conversation so far (oldest first), as role/content dicts."""
-        from agents.runtime.selectors import transcript_for_step
-
         if self.session_id is None:
             return []
         return transcript_for_step(tenant_id=self.tenant_id, session_id=self.session_id)

@@ -30,8 +30,8 @@ from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 from rest_framework.views import APIView
 
-from agents.runtime import errors
-from agents.runtime.models import IdempotencyRecord, IdempotencyStatus
+from core import errors
+from core.models import IdempotencyRecord, IdempotencyStatus
 from tenants.principal import Principal
 
 KEY_HEADER = "Idempotency-Key"

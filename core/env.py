@@ -18,6 +18,7 @@ def env_str(name: str, default: str | None = None) -> str | None:
 
 
 def env_bool(name: str, default: bool) -> bool:
+    """1/0, true/false, yes/no or on/off (any case); default when unset."""
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -32,6 +33,7 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    """An integer of at least `minimum`; default when unset or empty."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -45,6 +47,7 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
 
 
 def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    """A number of at least `minimum`; default when unset or empty."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -58,6 +61,7 @@ def env_float(name: str, default: float, *, minimum: float | None = None) -> flo
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
+    """Comma-separated items, blanks dropped; default when unset (set but empty is [])."""
     raw = os.environ.get(name)
     if raw is None:
         return default
