@@ -143,7 +143,7 @@ def load(db: str, prefix: str, tenants: int, runs: int) -> dict[str, float]:
 
 def cleanup(db: str, prefix: str) -> None:
     with super_connect(db) as conn:
-        conn.execute("SELECT set_config('app.system_scope', 'bench_cleanup', false)")
+        conn.execute("SELECT set_config('app.system_context', 'bench_cleanup', false)")
         ids = "SELECT id FROM tenants_tenant WHERE slug LIKE %(p)s || '%%'"
         for table in (
             "approvals_approvalrequest",

@@ -4,7 +4,7 @@ Every tenant-owned table gets `enable_rls(table)` in the migration that creates 
 policy reads per-transaction settings that `tenants.scope` sets with `SET LOCAL`:
 
 - `app.tenant_id`: the tenant the current request, API call or task acts for;
-- `app.system_scope`: the name of the explicit system context (cross-tenant sweeps).
+- `app.system_context`: the name of the explicit system context (cross-tenant sweeps).
 
 With neither set, a tenant-owned table shows no rows and accepts no writes.
 """
@@ -22,7 +22,7 @@ CREATE OR REPLACE FUNCTION app_user_id() RETURNS bigint
     AS $$ SELECT NULLIF(current_setting('app.user_id', true), '')::bigint $$;
 CREATE OR REPLACE FUNCTION app_in_system_context() RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
-    AS $$ SELECT COALESCE(current_setting('app.system_scope', true), '') <> '' $$;
+    AS $$ SELECT COALESCE(current_setting('app.system_context', true), '') <> '' $$;
 """
 
 FUNCTIONS_REVERSE_SQL = """

@@ -31,7 +31,7 @@ def activate(
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT set_config('app.tenant_id', %s, true), set_config('app.user_id', %s, true),"
-            " set_config('app.system_scope', %s, true)",
+            " set_config('app.system_context', %s, true)",
             [str(tenant_id or ""), str(user_id or ""), system],
         )
 
@@ -40,7 +40,7 @@ def current_settings() -> tuple[str, str, str]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT current_setting('app.tenant_id', true), current_setting('app.user_id', true),"
-            " current_setting('app.system_scope', true)"
+            " current_setting('app.system_context', true)"
         )
         row = cursor.fetchone()
     return tuple(value or "" for value in row)  # type: ignore[return-value]

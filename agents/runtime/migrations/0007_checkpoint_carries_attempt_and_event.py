@@ -16,7 +16,7 @@ SQL = Path(__file__).resolve().parent.parent / "engine" / "sql"
 # Fold the successful attempts and the step.finished events into their checkpoints. Runs
 # in a system context because every one of these tables forces row-level security.
 FOLD_SQL = """
-SELECT set_config('app.system_scope', 'migration', true);
+SELECT set_config('app.system_context', 'migration', true);
 UPDATE agents_checkpoint cp
    SET attempt = a.attempt, worker = a.worker, started_at = a.started_at,
        duration_ms = a.duration_ms
@@ -38,7 +38,7 @@ DELETE FROM agents_runevent e
 """
 
 UNFOLD_SQL = """
-SELECT set_config('app.system_scope', 'migration', true);
+SELECT set_config('app.system_context', 'migration', true);
 INSERT INTO agents_stepattempt
     (tenant_id, run_id, seq, attempt, step, worker, started_at, ended_at, outcome,
      error_class, error_code, message, traceback, duration_ms)
