@@ -4,6 +4,8 @@ from django.urls import path
 
 from approvals import api
 
+app_name = "approvals_api"
+
 urlpatterns = [
     path("approvals", api.ApprovalListView.as_view(), name="api_approvals"),
     path("approvals/<uuid:request_id>", api.ApprovalDetailView.as_view(), name="api_approval"),

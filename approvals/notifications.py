@@ -37,7 +37,7 @@ def recipients(request: ApprovalRequest, *, kind: str) -> list[str]:
 
 def request_url(request: ApprovalRequest) -> str:
     base = str(settings.AGENTSTATE_CONSOLE_URL).rstrip("/")
-    return base + reverse("approval_detail", args=[request.pk])
+    return base + reverse("approvals:approval_detail", args=[request.pk])
 
 
 def message_for(request: ApprovalRequest, *, kind: str) -> tuple[str, str]:

@@ -4,6 +4,8 @@ from django.urls import path
 
 from approvals import views, views_policies
 
+app_name = "approvals"
+
 urlpatterns = [
     path("approvals/", views.inbox, name="approvals"),
     path("approvals/badge/", views.badge, name="approvals_badge"),

@@ -164,7 +164,7 @@ def decide(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
     approval.run.refresh_from_db()  # resumed by the decision, or by whoever won
     if status == 200 and not request.htmx:  # type: ignore[attr-defined]
         messages.success(request, f"{approval.get_status_display()}: the run resumes.")
-        return redirect("approval_detail", request_id=approval.pk)
+        return redirect("approvals:approval_detail", request_id=approval.pk)
     context = detail_context(principal, approval, draft=draft)
     template = f"{DETAIL}#approval-live" if is_partial(request) else DETAIL
     response = render(request, template, context, status=status)

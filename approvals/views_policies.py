@@ -92,7 +92,7 @@ def policy_list(request: HttpRequest) -> HttpResponse:
         return _page(request, new_form=form, status=400)
     policies.policy_create(actor=principal, action=form.cleaned_data["action"], **form.rules())
     messages.success(request, f"Policy for {form.cleaned_data['action']} added.")
-    return redirect("approval_policies")
+    return redirect("approvals:approval_policies")
 
 
 @require_POST
@@ -111,7 +111,7 @@ def policy_edit(request: HttpRequest, policy_id: int) -> HttpResponse:
         actor=principal, policy=policy, action=form.cleaned_data["action"], **form.rules()
     )
     messages.success(request, "Policy saved. Requests already waiting keep their rules.")
-    return redirect("approval_policies")
+    return redirect("approvals:approval_policies")
 
 
 @require_POST
@@ -121,7 +121,7 @@ def policy_delete(request: HttpRequest, policy_id: int) -> HttpResponse:
     policy = _policy(principal, policy_id)
     policies.policy_delete(actor=principal, policy=policy)
     messages.success(request, f"Policy for {policy.action} deleted.")
-    return redirect("approval_policies")
+    return redirect("approvals:approval_policies")
 
 
 @require_POST
@@ -133,7 +133,7 @@ def group_create(request: HttpRequest) -> HttpResponse:
         return _page(request, group_form=form, status=400)
     policies.group_create(actor=principal, name=form.cleaned_data["name"])
     messages.success(request, f"Group {form.cleaned_data['name']} created.")
-    return redirect("approval_policies")
+    return redirect("approvals:approval_policies")
 
 
 @require_POST
@@ -147,7 +147,7 @@ def group_members(request: HttpRequest, group_id: int) -> HttpResponse:
         return _page(request, member_forms={group.pk: form}, status=400)
     policies.group_set_members(actor=principal, group=group, users=form.chosen())
     messages.success(request, f"Members of {group.name} saved.")
-    return redirect("approval_policies")
+    return redirect("approvals:approval_policies")
 
 
 @require_POST
@@ -161,4 +161,4 @@ def group_delete(request: HttpRequest, group_id: int) -> HttpResponse:
         messages.error(request, exc.message)
         return _page(request, status=exc.status)
     messages.success(request, f"Group {group.name} deleted.")
-    return redirect("approval_policies")
+    return redirect("approvals:approval_policies")

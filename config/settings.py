@@ -170,9 +170,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "home"
-LOGOUT_REDIRECT_URL = "login"
+LOGIN_URL = "tenants:login"
+LOGIN_REDIRECT_URL = "tenants:home"
+LOGOUT_REDIRECT_URL = "tenants:login"
 # django-axes checks for a lockout before any password is compared (console and Django admin).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",

@@ -4,6 +4,8 @@ from django.urls import path
 
 from memory import api
 
+app_name = "memory_api"
+
 urlpatterns = [
     path(
         "memory/subjects/<int:subject_id>/facts",

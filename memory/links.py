@@ -47,7 +47,7 @@ def link_make(*, tenant_id: Any, subject_id: int) -> tuple[str, int]:
     token = signing.dumps(
         {"t": str(tenant_id), "s": subject_id, "n": secrets.token_urlsafe(16)}, salt=SALT
     )
-    return reverse("memory_link", args=[token]), settings.MEMORY_PRIVACY_LINK_MAX_AGE_SECONDS
+    return reverse("memory:memory_link", args=[token]), settings.MEMORY_PRIVACY_LINK_MAX_AGE_SECONDS
 
 
 def link_check(token: str) -> LinkHolder:

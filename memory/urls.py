@@ -4,6 +4,8 @@ from django.urls import path
 
 from memory import views
 
+app_name = "memory"
+
 urlpatterns = [
     path("memory/", views.privacy, name="my_memory"),
     path("memory/export/", views.export, name="memory_export"),

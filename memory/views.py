@@ -98,7 +98,7 @@ def fact_edit(request: HttpRequest, fact_id: uuid.UUID) -> HttpResponse:
             return vary_on_htmx(
                 render(request, "memory/error.html", {"error": error}, status=status)
             )
-        return redirect("my_memory")
+        return redirect("memory:my_memory")
     fact = selectors.fact_for(principal, fact.pk)
     fact.history = selectors.history_of(  # type: ignore[attr-defined]
         tenant_id=principal.tenant.pk, subject_id=fact.subject_id, lineages=[fact.lineage]
@@ -123,7 +123,7 @@ def fact_delete(request: HttpRequest, fact_id: uuid.UUID) -> HttpResponse:
         response = render(request, f"{PAGE}#memory-list", context)
         response["HX-Trigger"] = json.dumps({"memory-changed": {"message": "Fact deleted."}})
         return vary_on_htmx(response)
-    return redirect("my_memory")
+    return redirect("memory:my_memory")
 
 
 @require_POST
@@ -141,7 +141,7 @@ def delete_all(request: HttpRequest) -> HttpResponse:
         tenant_id=principal.tenant.pk,
         subject_id=principal.user.pk,  # type: ignore[union-attr]
     )
-    return redirect("my_memory")
+    return redirect("memory:my_memory")
 
 
 @require_GET
@@ -174,12 +174,12 @@ def memory_settings(request: HttpRequest) -> HttpResponse:
             services.support_access_set(
                 actor=principal, enabled=access.cleaned_data.get("support_access", False)
             )
-            return redirect("memory_settings")
+            return redirect("memory:memory_settings")
         policy_form = PolicyForm(request.POST)
         if policy_form.is_valid():
             try:
                 services.policy_set(actor=principal, **policy_form.cleaned_data)
-                return redirect("memory_settings")
+                return redirect("memory:memory_settings")
             except AppError as exc:
                 policy_form.add_error(None, exc.message)
         status = 400
@@ -214,7 +214,7 @@ def privacy_link(request: HttpRequest, token: str) -> HttpResponse:
     request.session[SESSION_TENANT_KEY] = str(holder.tenant.pk)
     # Set after login(), which clears it: a link's session reaches only this privacy page.
     request.session[SESSION_PRIVACY_ONLY_KEY] = str(holder.tenant.pk)
-    return redirect("my_memory")
+    return redirect("memory:my_memory")
 
 
 def _private(response: HttpResponse) -> HttpResponse:

@@ -2,6 +2,8 @@ from django.urls import path
 
 from tenants import api
 
+app_name = "tenants_api"
+
 urlpatterns = [
     path("me", api.MeView.as_view(), name="api_me"),
     path("api-keys", api.ApiKeyListView.as_view(), name="api_api_keys"),

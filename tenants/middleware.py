@@ -23,12 +23,12 @@ SESSION_TENANT_KEY = "tenant_id"
 SESSION_PRIVACY_ONLY_KEY = "privacy_only_tenant_id"
 PRIVACY_ONLY_VIEWS = frozenset(
     {
-        "my_memory",
-        "memory_export",
-        "memory_delete_all",
-        "memory_fact_edit",
-        "memory_fact_delete",
-        "logout",
+        "memory:my_memory",
+        "memory:memory_export",
+        "memory:memory_delete_all",
+        "memory:memory_fact_edit",
+        "memory:memory_fact_delete",
+        "tenants:logout",
     }
 )
 

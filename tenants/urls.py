@@ -1,8 +1,10 @@
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, reverse_lazy
 
 from tenants import views
 from tenants.forms import LoginForm
+
+app_name = "tenants"
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -12,7 +14,13 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("password/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path(
+        "password/",
+        auth_views.PasswordChangeView.as_view(
+            success_url=reverse_lazy("tenants:password_change_done")
+        ),
+        name="password_change",
+    ),
     path(
         "password/done/",
         auth_views.PasswordChangeDoneView.as_view(),

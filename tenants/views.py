@@ -23,25 +23,29 @@ def home(request: HttpRequest) -> HttpResponse:
 def _sections(request: HttpRequest) -> list[dict]:
     principal = request.principal
     sections = [
-        {"name": "Runs", "url": "runs", "text": "Follow agent runs step by step."},
+        {"name": "Runs", "url": "agents:runs", "text": "Follow agent runs step by step."},
         {
             "name": "Conversations",
-            "url": "conversations",
+            "url": "agents:conversations",
             "text": "Threads with agents, their forks and summaries.",
         },
-        {"name": "Approvals", "url": "approvals", "text": "Approve or reject paused runs."},
-        {"name": "My memory", "url": "my_memory", "text": "What agents remember about you."},
+        {
+            "name": "Approvals",
+            "url": "approvals:approvals",
+            "text": "Approve or reject paused runs.",
+        },
+        {"name": "My memory", "url": "memory:my_memory", "text": "What agents remember about you."},
     ]
     if principal.can(Scope.ADMIN):
         sections.append(
             {
                 "name": "Console",
-                "url": "console_runs",
+                "url": "console:console_runs",
                 "text": "Find, explain and repair stuck runs.",
             }
         )
         sections.append(
-            {"name": "Admin", "url": "admin_home", "text": "Members, API keys, audit log."}
+            {"name": "Admin", "url": "tenants:admin_home", "text": "Members, API keys, audit log."}
         )
     return sections
 
@@ -49,7 +53,7 @@ def _sections(request: HttpRequest) -> list[dict]:
 @require_POST
 def switch_tenant(request: HttpRequest) -> HttpResponse:
     if not request.user.is_authenticated:
-        return redirect("login")
+        return redirect("tenants:login")
     form = TenantSwitchForm(request.POST)
     if not form.is_valid():
         raise Http404
@@ -57,13 +61,13 @@ def switch_tenant(request: HttpRequest) -> HttpResponse:
     if not any(str(m.tenant_id) == wanted for m in request.memberships):
         raise Http404  # never reveal whether another tenant exists
     request.session[SESSION_TENANT_KEY] = wanted
-    return redirect("home")
+    return redirect("tenants:home")
 
 
 @require_GET
 @require_scope(Scope.ADMIN)
 def admin_home(request: HttpRequest) -> HttpResponse:
-    return redirect("members")
+    return redirect("tenants:members")
 
 
 @require_http_methods(["GET", "POST"])
@@ -139,7 +143,7 @@ def member_unlock(request: HttpRequest, membership_id: int) -> HttpResponse:
     )
     services.member_unlock(actor=principal, membership=membership)
     if not request.htmx:
-        return redirect("members")
+        return redirect("tenants:members")
     return _member_row(request, membership)
 
 

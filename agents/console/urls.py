@@ -4,6 +4,8 @@ from django.urls import path
 
 from agents.console import views
 
+app_name = "console"
+
 urlpatterns = [
     path("", views.run_list, name="console_runs"),
     path("summary/", views.run_summary, name="console_summary"),

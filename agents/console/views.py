@@ -110,7 +110,7 @@ def run_bulk(request: HttpRequest) -> HttpResponse:
     """One action on the checked runs; each run succeeds or is refused on its own."""
     principal = request.principal  # type: ignore[attr-defined]
     form = BulkForm(request.POST)
-    back = reverse("console_runs") + "?" + request.POST.get("here", "")
+    back = reverse("console:console_runs") + "?" + request.POST.get("here", "")
     if not form.is_valid():
         messages.error(request, "Choose an action and at least one run.")
         return redirect(back)
@@ -238,12 +238,12 @@ def run_action(request: HttpRequest, run_id: uuid.UUID, action: str) -> HttpResp
     except AppError as exc:
         return _render_run(request, _reload(run), exc.status, form_errors=exc.message)
     if result.pk != run.pk:  # replayed as a new run: go there
-        url = reverse("console_run", args=[result.pk])
+        url = reverse("console:console_run", args=[result.pk])
         messages.success(request, f"{done} A new run was started.")
         return HttpResponseClientRedirect(url) if request.htmx else redirect(url)  # type: ignore[attr-defined]
     if not request.htmx:  # type: ignore[attr-defined]
         messages.success(request, done)
-        return redirect("console_run", run_id=run.pk)
+        return redirect("console:console_run", run_id=run.pk)
     return _render_run(request, result, notice=done)
 
 

@@ -4,6 +4,8 @@ from django.urls import path
 
 from agents.web import api
 
+app_name = "agents_api"
+
 urlpatterns = [
     path("agents", api.AgentListView.as_view(), name="api_agents"),
     path("sessions", api.SessionListView.as_view(), name="api_sessions"),

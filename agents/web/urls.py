@@ -4,6 +4,8 @@ from django.urls import path
 
 from agents.web import views
 
+app_name = "agents"
+
 urlpatterns = [
     path("runs/", views.run_list, name="runs"),
     path("runs/start/", views.run_start, name="run_start"),

@@ -59,7 +59,7 @@ def run_start(request: HttpRequest) -> HttpResponse:
     form = StartRunForm(request.POST)
     run = _start_run(request.principal, form) if form.is_valid() else None
     if run is not None:
-        url = reverse("run_detail", args=[run.pk])
+        url = reverse("agents:run_detail", args=[run.pk])
         return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     if request.htmx:
         return render(request, f"{RUNS}#start-form", {"start_form": form}, status=400)
@@ -122,7 +122,7 @@ def run_cancel(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
         return _run_response(request, context, exc.status)
     if not request.htmx:
         messages.success(request, "Cancel requested." if not run.is_finished else "Cancelled.")
-        return redirect("run_detail", run_id=run.pk)
+        return redirect("agents:run_detail", run_id=run.pk)
     return _run_response(request, pages.run_context(run))
 
 
@@ -138,7 +138,7 @@ def run_approval_decide(
     error, status = _decide(request.principal, approval, form)
     if status == 200 and not request.htmx:
         messages.success(request, f"{approval.get_status_display()}: the run resumes.")
-        return redirect("run_detail", run_id=run.pk)
+        return redirect("agents:run_detail", run_id=run.pk)
     if request.htmx:
         pages.dress_approval(approval, error=error, draft=form.data.get("comment", ""))
         return render(request, f"{RUN}#approval", {"approval": approval}, status=status)
@@ -226,7 +226,7 @@ def conversation_fork(request: HttpRequest, session_id: uuid.UUID) -> HttpRespon
     except AppError as exc:
         context = pages.conversation_context(request.principal, session, fork_error=exc.message)
         return render(request, CONVERSATION, context, status=exc.status)
-    url = reverse("conversation_detail", args=[fork.pk])
+    url = reverse("agents:conversation_detail", args=[fork.pk])
     if request.htmx:
         return HttpResponseClientRedirect(url)
     messages.success(request, "Forked: this conversation continues from the chosen message.")
