@@ -30,6 +30,7 @@ from agents.runtime.models import (
 )
 from agents.web.forms import RunFilterForm, make_cursor
 from approvals.models import ApprovalRequest
+from core.paging import NEWEST_FIRST, paginate
 from tenants.models import AuditEvent
 from tenants.principal import Principal
 
@@ -183,7 +184,6 @@ def io_context(run: Run) -> dict[str, Any]:
 def audit_trail(run: Run, approvals: list) -> list:
     """Audit events about the run and its approval requests (requests, decisions, edits,
     expiries, escalations), oldest first."""
-    from django.db.models import Q
 
     about = Q(target_type="agents.run", target_id=str(run.pk))
     if approvals:
@@ -229,21 +229,21 @@ def runs_table(principal: Principal, filters: RunFilterForm) -> tuple[dict[str, 
         return {"filters": filters, "runs": [], "invalid": True, "live_filter": ""}, 400
     data = filters.cleaned_data
     runs = selectors.runs_for(principal, status=data["status"] or None, agent=data["agent"] or None)
-    runs = runs.select_related("created_by").order_by("-created_at", "-id")
-    if data["before"]:
-        created_at, pk = data["before"]
-        runs = runs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=pk))
-    page = list(runs[: PAGE_SIZE + 1])
+    page = paginate(
+        runs.select_related("created_by"),
+        order=NEWEST_FIRST,
+        after=data["before"] or None,
+        limit=PAGE_SIZE,
+    )
     keep = {k: data[k] for k in ("status", "agent") if data[k]}
     older = None
-    if len(page) > PAGE_SIZE:
-        page = page[:PAGE_SIZE]
-        cursor = make_cursor(page[-1].created_at, page[-1].pk)
+    if page.last is not None:
+        cursor = make_cursor(page.last.created_at, page.last.pk)
         older = "?" + urlencode({**keep, "before": cursor})
     live = {**keep, "before": filters.data.get("before", "")} if data["before"] else keep
     return {
         "filters": filters,
-        "runs": page,
+        "runs": page.rows,
         "older_url": older,
         "newest_url": ("?" + urlencode(keep)) if data["before"] else None,
         "only_own": principal.sees_only_own,
