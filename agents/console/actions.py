@@ -15,12 +15,12 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from agents.console.errors import ActionNotAllowed, InvalidState
-from agents.console.fencing import BUSY, FREE, LEASE_EXPIRED, REQUEUE, audit, changed, fenced
+from agents.console.errors import InvalidState
 from agents.console.replay import run_replay  # noqa: F401 - an action like the others
-from agents.runtime import extensions
+from agents.runtime import services
 from agents.runtime.definitions import Agent, get_agent
-from agents.runtime.models import WAITING, Checkpoint, Run, RunStatus, StepAttempt
+from agents.runtime.fencing import BUSY, FREE, LEASE_EXPIRED, REQUEUE, audit, changed, fenced
+from agents.runtime.models import Checkpoint, Run, RunStatus, StepAttempt
 from core import json_input
 from core.errors import BadInput
 from tenants.audit import audit_record
@@ -85,39 +85,6 @@ def run_resume(*, principal: Principal, run: Run, version: int) -> Run:
         _record_lost(run, f"Resumed by {principal.label} after the worker's lease expired.")
     audit(principal, fresh, "resumed", run, step=fresh.current_step)
     changed(fresh, enqueue=True)
-    return fresh
-
-
-@transaction.atomic
-def run_cancel(*, principal: Principal, run: Run, version: int) -> Run:
-    """Cancel now; a run a live worker holds stops at its next step boundary."""
-    try:
-        fresh = fenced(
-            principal,
-            run,
-            version,
-            (Q(status__in=[RunStatus.QUEUED, *WAITING]) | LEASE_EXPIRED),
-            "",
-            status=RunStatus.CANCELLED,
-            lease_owner="",
-            lease_expires_at=None,
-            finished_at=Now(),
-            cancel_requested=True,
-        )
-        extensions.run_cancelled.send(sender=Run, tenant_id=fresh.tenant_id, run_id=fresh.pk)
-    except ActionNotAllowed:
-        # Not bumping the version: the worker that holds the run must still persist its step.
-        fresh = fenced(
-            principal,
-            run,
-            version,
-            Q(status=RunStatus.RUNNING),
-            "The run already finished ({status}).",
-            bump=False,
-            cancel_requested=True,
-        )
-    audit(principal, fresh, "cancelled", run, cancel_requested=fresh.cancel_requested)
-    changed(fresh, enqueue=False)
     return fresh
 
 
@@ -227,7 +194,7 @@ def run_edit_state(*, principal: Principal, run: Run, version: int, state: str) 
 BULK_ACTIONS = {
     "retry": run_retry,
     "resume": run_resume,
-    "cancel": run_cancel,
+    "cancel": services.run_cancel,
     "resolve": run_resolve,
 }
 

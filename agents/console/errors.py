@@ -7,20 +7,6 @@ from typing import Any
 from tenants.errors import AppError
 
 
-class RunChanged(AppError):
-    """The run's version moved since the page was loaded: another admin or a worker acted."""
-
-    code = "run_changed"
-    status = 409
-    message = "The run changed since you loaded this page; here is how it is now."
-
-
-class ActionNotAllowed(AppError):
-    code = "action_not_allowed"
-    status = 409
-    message = "This action does not apply to the run as it is now."
-
-
 class InvalidState(AppError):
     """Edited state that is not JSON or fails the agent's state schema: nothing is saved."""
 

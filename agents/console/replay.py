@@ -11,9 +11,9 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from agents.console.errors import NoSuchCheckpoint
-from agents.console.fencing import BUSY, FREE, REQUEUE, audit, changed, fenced
 from agents.runtime import extensions, selectors
 from agents.runtime.definitions import Agent, get_agent
+from agents.runtime.fencing import BUSY, FREE, REQUEUE, audit, changed, fenced
 from agents.runtime.models import Checkpoint, Run, RunEvent, RunEventLog, StepAttempt, ToolCall
 from agents.runtime.progress import publish
 from tenants.audit import audit_record

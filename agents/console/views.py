@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from agents.console import actions, selectors
-from agents.console.errors import InvalidState, RunChanged
+from agents.console.errors import InvalidState
 from agents.console.forms import (
     BulkForm,
     ConsoleFilterForm,
@@ -29,6 +29,8 @@ from agents.console.forms import (
     StateForm,
     VersionForm,
 )
+from agents.runtime import services
+from agents.runtime.errors import RunChanged
 from agents.runtime.models import Run
 from core.htmx import is_partial, vary_on_htmx
 from tenants.errors import AppError
@@ -178,7 +180,7 @@ ACTIONS: dict[str, tuple[type[VersionForm], Action, str]] = {
     ),
     "cancel": (
         VersionForm,
-        lambda p, r, d: actions.run_cancel(principal=p, run=r, version=d["version"]),
+        lambda p, r, d: services.run_cancel(principal=p, run=r, version=d["version"]),
         "Cancelled (a step in progress finishes first).",
     ),
     "release": (

@@ -105,3 +105,17 @@ class StateMigrationFailed(AppError):
 class ForkPointInvalid(AppError):
     code = "fork_point_invalid"
     message = "The fork point is not a message of this conversation."
+
+
+class RunChanged(AppError):
+    """The run's version moved since the page was loaded: another admin or a worker acted."""
+
+    code = "run_changed"
+    status = 409
+    message = "The run changed since you loaded this page; here is how it is now."
+
+
+class ActionNotAllowed(AppError):
+    code = "action_not_allowed"
+    status = 409
+    message = "This action does not apply to the run as it is now."

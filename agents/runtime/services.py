@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
-from agents.runtime import errors, extensions, queue
+from agents.runtime import errors, extensions, fencing, queue
 from agents.runtime.definitions import get_agent
 from agents.runtime.models import (
     FINISHED,
@@ -241,8 +242,14 @@ def session_fork(
 
 
 @transaction.atomic
-def run_cancel(*, principal: Principal, run: Run) -> Run:
-    """Cancel at once if not running; a running run stops at its next step boundary."""
+def run_cancel(*, principal: Principal, run: Run, version: int | None = None) -> Run:
+    """Cancel at once if not running; a running run stops at its next step boundary.
+
+    With `version` (the admin console: the version the admin saw), the cancel is fenced on it
+    (RunChanged if the run moved meanwhile), a run whose worker's lease expired is cancelled
+    at once too, and the audit names the console."""
+    if version is not None:
+        return _run_cancel_fenced(principal=principal, run=run, version=version)
     runs = Run.objects.for_tenant(principal.tenant).filter(pk=run.pk)
     before = run.status
     if runs.filter(status__in=[RunStatus.QUEUED, *WAITING]).update(
@@ -266,6 +273,37 @@ def run_cancel(*, principal: Principal, run: Run) -> Run:
     )
     publish(tenant_id=run.tenant_id, run_id=run.pk, kind="run.status", status=run.status)
     return run
+
+
+def _run_cancel_fenced(*, principal: Principal, run: Run, version: int) -> Run:
+    try:
+        fresh = fencing.fenced(
+            principal,
+            run,
+            version,
+            (Q(status__in=[RunStatus.QUEUED, *WAITING]) | fencing.LEASE_EXPIRED),
+            "",
+            status=RunStatus.CANCELLED,
+            lease_owner="",
+            lease_expires_at=None,
+            finished_at=Now(),
+            cancel_requested=True,
+        )
+        extensions.run_cancelled.send(sender=Run, tenant_id=fresh.tenant_id, run_id=fresh.pk)
+    except errors.ActionNotAllowed:
+        # Not bumping the version: the worker that holds the run must still persist its step.
+        fresh = fencing.fenced(
+            principal,
+            run,
+            version,
+            Q(status=RunStatus.RUNNING),
+            "The run already finished ({status}).",
+            bump=False,
+            cancel_requested=True,
+        )
+    fencing.audit(principal, fresh, "cancelled", run, cancel_requested=fresh.cancel_requested)
+    fencing.changed(fresh, enqueue=False)
+    return fresh
 
 
 @transaction.atomic

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agents.console import actions
-from agents.console.errors import ActionNotAllowed, InvalidState, RunChanged
+from agents.console.errors import InvalidState
+from agents.runtime import services
+from agents.runtime.errors import ActionNotAllowed, RunChanged
 from agents.runtime.models import Checkpoint, Run, StepAttempt, ToolCall
 from approvals.models import ApprovalRequest
 from tenants.models import AuditEvent
@@ -103,7 +105,7 @@ def test_cancelling_a_waiting_run_cancels_it_and_its_pending_request(tenant_a, a
         request = ApprovalRequest.objects.create(
             tenant=tenant_a, run=run, checkpoint_seq=1, step="ask", action="refund"
         )
-    cancelled = act(actions.run_cancel, run)
+    cancelled = act(services.run_cancel, run)
     assert cancelled.status == "cancelled" and cancelled.finished_at is not None
     with tenant_scope(tenant_a.pk):
         assert ApprovalRequest.objects.get(pk=request.pk).status == "cancelled"
@@ -112,7 +114,7 @@ def test_cancelling_a_waiting_run_cancels_it_and_its_pending_request(tenant_a, a
 
 def test_cancelling_a_run_a_live_worker_holds_asks_it_to_stop_without_fencing_it(tenant_a, act):
     run = make_run(tenant_a, status="running", lease_owner="w:1", lease_expires_at=ago(-60))
-    asked = act(actions.run_cancel, run)
+    asked = act(services.run_cancel, run)
     assert (asked.status, asked.cancel_requested, asked.version) == ("running", True, run.version)
 
 
@@ -277,7 +279,7 @@ def test_replaying_from_a_checkpoint_the_run_does_not_have_is_refused(tenant_a, 
 STALE = [
     (actions.run_retry, {}),
     (actions.run_resume, {}),
-    (actions.run_cancel, {}),
+    (services.run_cancel, {}),
     (actions.run_release_lease, {}),
     (actions.run_resolve, {"note": "x"}),
     (actions.run_edit_state, {"state": '{"item": "a", "qty": 1}'}),

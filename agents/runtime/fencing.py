@@ -1,6 +1,7 @@
-"""The fence every console action goes through: a conditional UPDATE on the version the
-admin saw (RunChanged when it moved, ActionNotAllowed when the run's state forbids it), the
-audit record, and the run.status event (with a requeue on commit when asked)."""
+"""The fence of an action on a run someone looked at (the admin console's repairs, a fenced
+cancel): a conditional UPDATE on the version they saw (RunChanged when it moved,
+ActionNotAllowed when the run's state forbids it), the audit record, and the run.status event
+(with a requeue on commit when asked)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.functions import Now
 
-from agents.console.errors import ActionNotAllowed, RunChanged
 from agents.runtime import queue
+from agents.runtime.errors import ActionNotAllowed, RunChanged
 from agents.runtime.models import Run, RunStatus
 from agents.runtime.progress import publish
 from tenants.audit import audit_record
