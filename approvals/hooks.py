@@ -1,12 +1,13 @@
 """What approvals registers with the runtime: a step that asks for approval opens a request
-(in the step's transaction), and a cancelled run's pending requests are cancelled with it."""
+(in the step's transaction), a cancelled run's pending requests are cancelled with it, and
+tool-calling agents can ask whether a policy covers a tool."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from agents.runtime import extensions
-from approvals import services
+from approvals import policies, services
 
 
 def _open_request(pause: extensions.Pause) -> None:
@@ -28,6 +29,13 @@ def _run_cancelled(sender: Any, *, tenant_id: Any, run_id: Any, **_: Any) -> Non
     services.approval_requests_cancel_for_run(tenant_id=tenant_id, run_id=run_id)
 
 
+def _policy_covers(*, tenant_id: Any, action: str) -> bool:
+    """Whether one of the tenant's approval policies covers `action` (tool-calling agents
+    pause before such a tool)."""
+    return policies.policy_for(tenant_id=tenant_id, action=action) is not None
+
+
 def register() -> None:
     extensions.register_pause_handler("approval", _open_request)
+    extensions.register_provider("approvals.policy_covers", _policy_covers)
     extensions.run_cancelled.connect(_run_cancelled, dispatch_uid="approvals.run_cancelled")

@@ -27,7 +27,6 @@ from agents.runtime.errors import (
     LLMServerError,
     LLMTimeout,
     StepError,
-    TransientStepError,
 )
 from core import json_input
 
@@ -190,8 +189,9 @@ def _tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     except ValueError:
         parsed = None
     if not isinstance(parsed, dict):
-        # Sampling produced a malformed call; another attempt usually produces a valid one.
-        raise TransientStepError(f"LLM called tool {name!r} with arguments that are not an object")
+        # Sampling produced a malformed call. The text is not kept (it may hold what the
+        # ledger cannot store); the caller tells the model its arguments were not an object.
+        return {"id": call_id, "name": name, "arguments": None}
     return {"id": call_id, "name": name, "arguments": parsed}
 
 

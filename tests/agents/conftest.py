@@ -5,9 +5,11 @@ import pytest
 from agents.runtime.engine.runner import drive
 from agents.runtime.models import Run
 from agents.runtime.services import run_start
+from config.celery import app as celery_app
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents import agents_for_tests
+from tests.processes import start_beat, start_worker
 
 
 @pytest.fixture(autouse=True)
@@ -53,3 +55,56 @@ def reload(admin):
             return Run.objects.for_tenant(admin.tenant).get(pk=run.pk)
 
     return get
+
+
+# --- real workers (the durability tests) ----------------------------------------------------------
+
+LEASE = "3"
+
+
+@pytest.fixture
+def failpoints(tmp_path):
+    """Arm a failpoint by creating a file; the worker removes it when it fires (once)."""
+    directory = tmp_path / "failpoints"
+    directory.mkdir()
+
+    def arm(name: str) -> None:
+        (directory / name).touch()
+
+    arm.dir = directory
+    return arm
+
+
+@pytest.fixture
+def cluster(console_url, failpoints):
+    """Start workers and beat on demand; everything is stopped after the test."""
+    celery_app.control.purge()
+    procs = []
+    env = {
+        "DEMO_PAYMENTS_URL": console_url + "/demo/payments/refunds",
+        "AGENTSTATE_LEASE_SECONDS": LEASE,
+        "AGENTSTATE_FAILPOINT_DIR": str(failpoints.dir),
+        "AGENTSTATE_RECOVERY_INTERVAL_SECONDS": "0.5",
+        "AGENTSTATE_REQUEUE_AFTER_SECONDS": "2",
+    }
+
+    class Cluster:
+        def worker(self, name: str, **extra: str):
+            proc = start_worker(name, **{**env, **extra})
+            procs.append(proc)
+            return proc
+
+        def beat(self):
+            proc = start_beat(**env)
+            procs.append(proc)
+            return proc
+
+    yield Cluster()
+    for proc in procs:
+        proc.stop()
+
+
+@pytest.fixture
+def customer(tenant_a):
+    member = factories.make_member(tenant_a, "member", user=factories.make_user("carol"))
+    return factories.principal_for(member)

@@ -12,7 +12,6 @@ import pytest
 from agents.console.actions import parse_state
 from agents.console.errors import InvalidState
 from agents.runtime.definitions import get_agent
-from agents.runtime.errors import TransientStepError
 from agents.runtime.llm import _tool_call
 from approvals.arguments import EditableField, coerce
 from tenants.models import Role
@@ -91,9 +90,14 @@ def test_a_forged_inbox_cursor_is_not_a_500(client_for, raw):
 @pytest.mark.parametrize(
     "arguments", ['{"a": "\\u0000"}', '{"a\\ud800": 1}', json.dumps({"a": 1})[:-1] + "[" * 5000]
 )
-def test_a_tool_call_the_database_could_not_store_is_a_transient_step_error(arguments):
-    with pytest.raises(TransientStepError):
-        _tool_call("call-1", "lookup", arguments)
+def test_a_tool_call_the_database_could_not_store_keeps_no_arguments(arguments):
+    # The tool-calling loop tells the model its arguments were not an object (issue 16);
+    # nothing the ledger or a checkpoint could not store is kept.
+    assert _tool_call("call-1", "lookup", arguments) == {
+        "id": "call-1",
+        "name": "lookup",
+        "arguments": None,
+    }
 
 
 @pytest.mark.parametrize("raw", ["nan", "inf", "-Infinity", "1e999"])

@@ -10,7 +10,7 @@ from agents.runtime import extensions
 from agents.runtime import tools as tool_registry
 from agents.runtime.engine import ledger
 from agents.runtime.engine.store import Claim
-from agents.runtime.llm import get_model
+from agents.runtime.llm import ChatModel, get_model
 from agents.runtime.selectors import transcript_for_step
 from agents.runtime.streaming import LiveModel
 
@@ -85,7 +85,12 @@ class StepContext:
 
     @cached_property
     def llm(self) -> LiveModel:
-        return LiveModel(get_model(), ctx=self, after=self._event_seq)
+        """The chat model the settings choose, its calls announced and streamed live."""
+        return self.live(get_model())
+
+    def live(self, model: ChatModel) -> LiveModel:
+        """`model` with its calls announced and its tokens streamed to live pages."""
+        return LiveModel(model, ctx=self, after=self._event_seq)
 
     def __getattr__(self, name: str) -> Any:
         """`ctx.memory`, `ctx.pack`, ...: what a feature registered under that name

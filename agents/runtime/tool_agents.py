@@ -1,0 +1,265 @@
+"""Tool-calling agents: declare instructions, tools and a turn limit; the engine runs the loop.
+
+    support = ToolAgent(
+        name="support",
+        instructions="You are a refund desk. Look up billing before refunding.",
+        tools=["billing_history", "issue_refund"],
+        max_turns=6,
+    ).register()
+
+The loop is two steps of an ordinary `Agent`, so everything the engine guarantees holds:
+
+- `model`: one model call per step (checkpointed, its tokens streamed live). The context is
+  packed by `ctx.pack` when conversations are installed (instructions, the thread, memories
+  from `ctx.memory.recall`, tool schemas), then this run's own calls and results in the
+  OpenAI format. A reply without tool calls is the answer: it is said and the run finishes.
+- `tools`: every call the model asked for in that turn (parallel calls included), in order,
+  each through the ledger (intent before, outcome after, exactly once, replayed on resume).
+  A side-effecting tool that the tenant's approval policy covers (or that the agent lists in
+  `approval_required`) pauses the run with the model's arguments; the manager's decision
+  (and edited arguments) is what runs. An unknown tool, arguments that fail the tool's
+  schema, a permanent tool failure or a declined approval go back to the model as the tool's
+  result; transient failures retry the step under its retry policy.
+
+After `max_turns` model calls without an answer the run finishes with `turn_limit`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import jsonschema
+
+from agents.runtime import extensions
+from agents.runtime.definitions import (
+    Agent,
+    RetryPolicy,
+    Transition,
+    finish,
+    goto,
+    register,
+    wait_for_approval,
+)
+from agents.runtime.engine.step_context import StepContext
+from agents.runtime.errors import ToolFailed
+from agents.runtime.llm import ChatModel
+from agents.runtime.tools import Tool, get_tool
+from tenants.scope import tenant_scope
+
+# The approvals app answers "does a policy of this tenant cover this action?" when installed.
+POLICY_COVERS = "approvals.policy_covers"
+TURN_LIMIT_REPLY = "I could not finish this within the steps I am allowed; a person will follow up."
+
+
+@dataclass
+class ToolAgent:
+    name: str
+    instructions: str
+    tools: Sequence[str] = ()
+    max_turns: int = 8
+    version: int = 1
+    description: str = ""
+    # Tools that always wait for a person, whatever the tenant's policies say.
+    approval_required: Sequence[str] = ()
+    # Recall the user's memories for each model call (when the memory app is installed).
+    use_memory: bool = True
+    # The chat model; None: the one the settings choose (LLM_PROVIDER).
+    model: Callable[[], ChatModel] | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def build(self) -> Agent:
+        """The engine's Agent running this loop (two steps: model, tools)."""
+        agent = Agent(
+            name=self.name,
+            version=self.version,
+            first="model",
+            description=self.description or self.instructions[:200],
+            retry=self.retry,
+        )
+        agent.steps["model"] = self._model_step
+        agent.steps["tools"] = self._tools_step
+        return agent
+
+    def register(self) -> Agent:
+        return register(self.build())
+
+    # --- the model's turn -------------------------------------------------------------------
+
+    def _model_step(self, ctx: StepContext) -> Transition:
+        turn = int(ctx.state.get("turn", 0))
+        if turn >= self.max_turns:
+            ctx.say(TURN_LIMIT_REPLY)
+            return finish({"answer": None, "reason": "turn_limit", "turns": turn})
+        request = str(ctx.run_input.get("message") or "")
+        messages, schemas = self._context(ctx, request)
+        llm = ctx.llm if self.model is None else ctx.live(self.model())
+        reply = llm.chat(messages + list(ctx.state.get("exchange", [])), tools=schemas or None)
+        if not reply.tool_calls:
+            for message in ctx.state.get("transcript", []):
+                ctx.say(**message)
+            ctx.say(reply.content)
+            return finish({"answer": reply.content, "turns": turn + 1})
+        calls = [_call(c) for c in reply.tool_calls]
+        assistant = {
+            "role": "assistant",
+            "content": reply.content or None,
+            "tool_calls": [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+                }
+                for c in calls
+            ],
+        }
+        return goto(
+            "tools",
+            turn=turn + 1,
+            pending=calls,
+            results={},
+            awaiting=None,
+            reason=reply.content,
+            exchange=[*ctx.state.get("exchange", []), assistant],
+        )
+
+    def _context(self, ctx: StepContext, request: str) -> tuple[list[dict], list[dict]]:
+        tools = [t for t in (_lookup(name) for name in self.tools) if t is not None]
+        pack = getattr(ctx, "pack", None)
+        if pack is None:  # conversations not installed: instructions and the request
+            messages = [{"role": "system", "content": self.instructions}]
+            if request:
+                messages.append({"role": "user", "content": request})
+            return messages, [t.schema() for t in tools]
+        memory = getattr(ctx, "memory", None) if self.use_memory else None
+        packed = pack(
+            system=self.instructions,
+            current=request or None,
+            tools=tools,
+            memories=memory.recall(request) if memory is not None and request else [],
+        )
+        return packed.messages, packed.tools
+
+    # --- the tools' turn --------------------------------------------------------------------
+
+    def _tools_step(self, ctx: StepContext) -> Transition:
+        calls: list[dict[str, Any]] = ctx.state.get("pending", [])
+        results: dict[str, Any] = dict(ctx.state.get("results", {}))
+        for call in calls:
+            if call["id"] in results:
+                continue  # made before a pause for approval: its result is in the state
+            tool, problem = self._check(call)
+            if tool is None:
+                results[call["id"]] = {"error": problem}
+                continue
+            arguments = call["arguments"]
+            if self._needs_approval(ctx, tool):
+                decision = ctx.decision if ctx.state.get("awaiting") == call["id"] else None
+                if decision is None:
+                    return wait_for_approval(
+                        action=tool.name,
+                        arguments=arguments,
+                        then="tools",
+                        reason=str(ctx.state.get("reason") or "")[:2000],
+                        amount=_amount(arguments),
+                        results=results,
+                        awaiting=call["id"],
+                    )
+                if not decision.get("approved"):
+                    results[call["id"]] = {
+                        "error": "A manager declined this call.",
+                        "comment": decision.get("comment", ""),
+                    }
+                    continue
+                arguments = decision.get("arguments") or arguments
+            try:
+                results[call["id"]] = ctx.tools.call(tool.name, **arguments)
+            except ToolFailed as exc:
+                results[call["id"]] = {"error": str(exc)}
+        replies = [_tool_message(call, results[call["id"]]) for call in calls]
+        return goto(
+            "model",
+            pending=[],
+            results={},
+            awaiting=None,
+            exchange=[*ctx.state.get("exchange", []), *replies],
+            transcript=[*ctx.state.get("transcript", []), *_transcript(calls, results)],
+        )
+
+    def _check(self, call: dict[str, Any]) -> tuple[Tool | None, str]:
+        """The tool a call names and an empty string, or None and what is wrong (for the model)."""
+        tool = _lookup(call["name"]) if call["name"] in self.tools else None
+        if tool is None:
+            offered = ", ".join(self.tools) or "none"
+            return None, f"There is no tool named {call['name']!r}. Tools: {offered}."
+        if not isinstance(call["arguments"], dict):
+            return None, f"The arguments of {tool.name} must be a JSON object."
+        errors = sorted(
+            jsonschema.Draft202012Validator(tool.parameters).iter_errors(call["arguments"]),
+            key=lambda e: list(e.path),
+        )
+        if errors:
+            where = "/".join(str(p) for p in errors[0].path) or "arguments"
+            return None, f"Invalid arguments for {tool.name}: {where}: {errors[0].message}"
+        return tool, ""
+
+    def _needs_approval(self, ctx: StepContext, tool: Tool) -> bool:
+        if tool.name in self.approval_required:
+            return True
+        covers = extensions.provider(POLICY_COVERS)
+        if not tool.side_effects or covers is None:
+            return False
+        with tenant_scope(ctx.tenant_id):
+            return bool(covers(tenant_id=ctx.tenant_id, action=tool.name))
+
+
+def _lookup(name: str) -> Tool | None:
+    try:
+        return get_tool(name)
+    except ToolFailed:
+        return None
+
+
+def _call(call: dict[str, Any]) -> dict[str, Any]:
+    return {"id": str(call["id"]), "name": str(call["name"]), "arguments": call.get("arguments")}
+
+
+def _amount(arguments: Any) -> float | None:
+    """A money amount among the arguments, for the approval's threshold and the inbox."""
+    if not isinstance(arguments, dict):
+        return None
+    for key in ("amount", "amount_usd", "total"):
+        try:
+            return float(Decimal(str(arguments[key])))
+        except (KeyError, InvalidOperation, ValueError):
+            continue
+    return None
+
+
+def _tool_message(call: dict[str, Any], result: Any) -> dict[str, Any]:
+    return {
+        "role": "tool",
+        "tool_call_id": call["id"],
+        "content": json.dumps(result, default=str),
+    }
+
+
+def _transcript(calls: list[dict[str, Any]], results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The turn as transcript messages (said when the run answers, so the thread shows what
+    the agent did without the packer sending this run's calls twice)."""
+    said: list[dict[str, Any]] = []
+    for call in calls:
+        tool_call = {"id": call["id"], "name": call["name"], "arguments": call["arguments"]}
+        said.append({"content": "", "role": "assistant", "tool_call": tool_call})
+        said.append(
+            {
+                "content": json.dumps(results[call["id"]], default=str)[:4000],
+                "role": "tool",
+                "tool_call": {"id": call["id"], "name": call["name"]},
+                "tool_result": results[call["id"]],
+            }
+        )
+    return said

@@ -1,0 +1,196 @@
+"""Tool-calling agents: the model's turns are steps, its tool calls go through the ledger,
+covered tools pause for a person, and whatever goes wrong goes back to the model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agents.runtime.llm import OpenAIChatModel
+from agents.runtime.models import Checkpoint, ToolCall
+from agents.runtime.tool_agents import ToolAgent
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
+from tenants.scope import tenant_scope
+from tests import factories
+from tests.agents import tool_agents_for_tests as desk
+from tests.fakes.openai_server import FakeOpenAIServer, ok
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _clear():
+    desk.payments.clear()
+    desk.lookups.clear()
+
+
+@pytest.fixture
+def finish_run(step, reload):
+    def go(run, *, until=("succeeded", "failed", "cancelled", "waiting_approval")):
+        for _ in range(30):
+            step(run)
+            run = reload(run)
+            if run.status in until:
+                return run
+        raise AssertionError(f"run still {run.status}")
+
+    return go
+
+
+def ledger(run) -> list[ToolCall]:
+    with tenant_scope(run.tenant_id):
+        return list(ToolCall.objects.filter(run=run).order_by("seq", "call_index"))
+
+
+def test_a_tool_agent_looks_up_in_parallel_refunds_once_and_answers(start, finish_run):
+    run = finish_run(start("tool_desk", message="I was charged twice for A-1002"))
+
+    assert run.status == "succeeded"
+    assert run.output["answer"].startswith("Refunded 40.00 for A-1002 (rf-")
+    assert run.output["turns"] == 3
+    # Both lookups of the first turn ran; the refund went through the ledger exactly once.
+    assert desk.lookups == {"A-1001": 1, "A-1002": 1}
+    assert list(desk.payments.values()) == [1]
+    [refund] = ledger(run)
+    assert (refund.tool, refund.status, refund.arguments["amount"]) == (
+        "pay_refund",
+        "succeeded",
+        "40.00",
+    )
+
+
+def test_the_model_sees_its_tool_results_in_the_openai_format(start, finish_run, reload):
+    run = finish_run(start("tool_desk", message="refund A-1002"))
+    with tenant_scope(run.tenant_id):
+        states = [c.state for c in Checkpoint.objects.filter(run=run).order_by("seq")]
+    exchange = states[-1]["exchange"]
+    assert [m["role"] for m in exchange] == ["assistant", "tool", "tool", "assistant", "tool"]
+    assert [c["function"]["name"] for c in exchange[0]["tool_calls"]] == ["lookup_order"] * 2
+    assert exchange[1]["tool_call_id"] == exchange[0]["tool_calls"][0]["id"]
+
+
+def test_an_unknown_tool_and_bad_arguments_go_back_to_the_model_and_the_run_goes_on(
+    start, finish_run
+):
+    seen: list[list[dict]] = []
+
+    def answer(results: list[dict]) -> dict:
+        seen.append(results)
+        return {"content": "Sorry, I could not do that."}
+
+    ToolAgent(
+        name="tool_desk_confused",
+        instructions="x",
+        tools=["lookup_order", "pay_refund"],
+        model=lambda: desk.DeskModel([
+            {"calls": [("delete_everything", {}), ("pay_refund", {"order": "A-1002"}),
+                       ("lookup_order", {"order": 7})]},
+            answer,
+        ]),
+    ).register()  # fmt: skip
+
+    run = finish_run(start("tool_desk_confused", message="go"))
+
+    assert run.status == "succeeded"
+    unknown, missing, wrong_type = seen[0]
+    assert "There is no tool named 'delete_everything'" in unknown["error"]
+    assert "'amount' is a required property" in missing["error"]
+    assert "order: 7 is not of type 'string'" in wrong_type["error"]
+    assert desk.payments == {} and desk.lookups == {}
+
+
+def test_a_model_that_never_answers_stops_at_the_turn_limit(start, finish_run):
+    ToolAgent(
+        name="tool_desk_looping",
+        instructions="x",
+        tools=["lookup_order"],
+        max_turns=2,
+        model=lambda: desk.DeskModel([{"calls": [("lookup_order", {"order": "A-1001"})]}]),
+    ).register()
+
+    run = finish_run(start("tool_desk_looping", message="go"))
+
+    assert run.status == "succeeded"
+    assert run.output == {"answer": None, "reason": "turn_limit", "turns": 2}
+    assert desk.lookups == {"A-1001": 2}
+
+
+def test_a_covered_tool_waits_for_a_manager_and_the_edited_arguments_are_what_runs(
+    start, finish_run, tenant_a, enqueued
+):
+    run = finish_run(start("tool_desk_approved", message="refund A-1002"))
+    assert run.status == "waiting_approval"
+    assert desk.payments == {}
+    with tenant_scope(tenant_a.pk):
+        request = ApprovalRequest.objects.get(run=run)
+    assert (request.action, request.arguments) == (
+        "pay_refund",
+        {"order": "A-1002", "amount": "40.00"},
+    )
+    assert request.amount == 40
+
+    manager = factories.principal_for(factories.make_member(tenant_a, "manager"))
+    with tenant_scope(tenant_a.pk):
+        approval_decide(
+            principal=manager,
+            request=request,
+            approve=True,
+            edited_arguments={"order": "A-1002", "amount": "25.00"},
+        )
+    run = finish_run(run)
+
+    assert run.status == "succeeded"
+    assert "Refunded 25.00 for A-1002" in run.output["answer"]
+    [refund] = ledger(run)
+    assert refund.arguments["amount"] == "25.00"
+    assert list(desk.payments.values()) == [1]
+
+
+def test_a_declined_call_is_told_to_the_model_and_nothing_is_paid(start, finish_run, tenant_a):
+    run = finish_run(start("tool_desk_approved", message="refund A-1002"))
+    manager = factories.principal_for(factories.make_member(tenant_a, "manager"))
+    with tenant_scope(tenant_a.pk):
+        request = ApprovalRequest.objects.get(run=run)
+        approval_decide(principal=manager, request=request, approve=False, comment="No.")
+    run = finish_run(run)
+
+    assert run.status == "succeeded"
+    assert run.output["answer"] == "I could not refund: A manager declined this call."
+    assert desk.payments == {} and ledger(run) == []
+
+
+def test_the_same_agent_runs_against_an_openai_compatible_endpoint(start, finish_run):
+    with FakeOpenAIServer() as server:
+        server.enqueue(
+            ok("", tool_calls=[
+                {"id": "c1", "name": "lookup_order", "arguments": {"order": "A-1001"}},
+                {"id": "c2", "name": "lookup_order", "arguments": {"order": "A-1002"}},
+            ]),
+            ok("", tool_calls=[
+                {"id": "c3", "name": "pay_refund",
+                 "arguments": {"order": "A-1002", "amount": "40.00"}},
+            ]),
+            ok("Refunded 40.00 for A-1002."),
+        )  # fmt: skip
+        ToolAgent(
+            name="tool_desk_openai",
+            instructions="You are a refund desk.",
+            tools=["lookup_order", "pay_refund"],
+            model=lambda: OpenAIChatModel(server.base_url, "sk-test", "fake-model", timeout=5),
+        ).register()
+
+        run = finish_run(start("tool_desk_openai", message="refund A-1002"))
+        bodies: list[dict[str, Any]] = [r.body for r in server.requests]
+
+    assert run.status == "succeeded" and run.output["answer"] == "Refunded 40.00 for A-1002."
+    assert desk.lookups == {"A-1001": 1, "A-1002": 1} and list(desk.payments.values()) == [1]
+    assert sorted(t["function"]["name"] for t in bodies[0]["tools"]) == [
+        "lookup_order",
+        "pay_refund",
+    ]
+    # The second call carries the first turn's calls and both results, in the wire format.
+    tail = bodies[1]["messages"][-3:]
+    assert tail[0]["tool_calls"][1]["id"] == "c2"
+    assert [(m["role"], m["tool_call_id"]) for m in tail[1:]] == [("tool", "c1"), ("tool", "c2")]
