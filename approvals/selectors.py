@@ -16,6 +16,7 @@ from agents.runtime.models import Run, RunStatus
 from approvals.models import ApprovalRequest, ApprovalStatus, ApproverRole
 from approvals.policies import decidable_by, is_admin
 from core.paging import cursor_decode, cursor_encode, paginate
+from tenants import sql
 from tenants.models import AuditEvent, Scope
 from tenants.principal import Principal
 
@@ -183,16 +184,7 @@ def inbox_counts(principal: Principal) -> dict[str, int]:
 # The rules of policies.decidable_by once more, as one statement: the badge is counted on every
 # page a manager or admin opens, and building that queryset cost about 1 ms of Python each
 # time (the statement itself 0.25 ms). tests/approvals/test_badge_count.py holds the two equal.
-_DECIDABLE_COUNT_SQL = """
-SELECT count(*) FROM approvals_approvalrequest r
-WHERE r.tenant_id = %(tenant)s AND r.status = %(pending)s
-  AND (%(admin)s OR r.approver_role = %(manager)s)
-  AND (r.approver_group_id IS NULL
-       OR r.approver_group_id IN (SELECT m.group_id FROM approvals_approvergroupmember m
-                                  WHERE m.tenant_id = %(tenant)s AND m.user_id = %(user)s)
-       OR (%(admin)s AND r.escalated_at IS NOT NULL))
-  AND NOT (r.four_eyes AND r.started_by_id IS NOT DISTINCT FROM %(user)s)
-"""
+_DECIDABLE_COUNT_SQL = sql.load("approvals", "count_decidable")
 
 
 def decidable_count(principal: Principal) -> int:

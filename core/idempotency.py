@@ -32,6 +32,7 @@ from rest_framework.views import APIView
 
 from core import errors
 from core.models import IdempotencyRecord, IdempotencyStatus
+from tenants import sql
 from tenants.principal import Principal
 
 KEY_HEADER = "Idempotency-Key"
@@ -50,12 +51,7 @@ KEY_PARAMETER = OpenApiParameter(
     f"keys are kept for IDEMPOTENCY_KEY_TTL_HOURS.",
 )
 
-INSERT_SQL = """
-INSERT INTO agents_idempotencyrecord (tenant_id, key, fingerprint, status, created_at, expires_at)
-VALUES (%s, %s, %s, 'started', %s, %s)
-ON CONFLICT (tenant_id, key) DO NOTHING
-RETURNING id
-"""
+INSERT_SQL = sql.load("core", "claim_idempotency_key")
 
 Handler = Callable[..., Response]
 

@@ -13,19 +13,13 @@ from django.utils import timezone
 
 from memory.embeddings import get_provider, to_sql
 from memory.models import MemoryFact
+from tenants import sql
 from tenants.scope import system_scope, tenant_scope
 
 logger = logging.getLogger(__name__)
 
 # Another live fact of the same subject and category this close in meaning is the same fact.
-_TWIN_SQL = """
-SELECT id FROM memory_memoryfact
- WHERE tenant_id = %s AND subject_id = %s AND category = %s AND valid_until IS NULL
-   AND id <> %s AND lineage <> %s AND embedding_model = %s
-   AND (key = '' OR key = %s) AND created_at < %s
-   AND 1 - (embedding <=> %s::vector) >= %s
- ORDER BY created_at LIMIT 1
-"""
+_TWIN_SQL = sql.load("memory", "find_twin_fact")
 
 
 def _stale() -> Q:

@@ -10,6 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 from memory.models import Category, MemorySettings
+from tenants import sql
 
 DEFAULT_MAX_FACTS = 200
 
@@ -26,13 +27,7 @@ class Rules:
         return now + dt.timedelta(days=self.ttl_days) if self.ttl_days else None
 
 
-_RULES_SQL = """
-SELECT t.memory_retention_days, p.category, p.label, p.ttl_days, p.max_facts_per_subject,
-       p.agents_may_write
-  FROM tenants_tenant t
-  LEFT JOIN memory_memorypolicy p ON p.tenant_id = t.id
- WHERE t.id = %s
-"""
+_RULES_SQL = sql.load("memory", "category_rules")
 
 
 def categories(tenant_id: Any) -> dict[str, Rules]:

@@ -15,52 +15,15 @@ from django.utils import timezone
 
 from agents.runtime.models import AgentSession
 from agents.runtime.sweeps import expire_idempotency
+from tenants import sql
 from tenants.scope import system_scope
 
 # Whole lineages whose live version expired: history goes with the fact it explains.
-PURGE_EXPIRED_SQL = """
-WITH doomed AS (
-    SELECT lineage FROM memory_memoryfact
-     WHERE expires_at < %(now)s AND valid_until IS NULL
-     ORDER BY expires_at
-     LIMIT %(batch)s
-       FOR UPDATE SKIP LOCKED
-)
-DELETE FROM memory_memoryfact f USING doomed d
- WHERE f.lineage = d.lineage
-RETURNING f.tenant_id
-"""
+PURGE_EXPIRED_SQL = sql.load("memory", "purge_expired_facts")
 # Old versions whose own retention ended while the live version lives on.
-PURGE_OLD_VERSIONS_SQL = """
-DELETE FROM memory_memoryfact
- WHERE id IN (SELECT id FROM memory_memoryfact
-               WHERE expires_at < %(now)s AND valid_until IS NOT NULL
-               LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
-RETURNING tenant_id
-"""
-OLD_SESSIONS_SQL = """
-SELECT s.id, s.tenant_id FROM agents_agentsession s
-  JOIN tenants_tenant t ON t.id = s.tenant_id
- WHERE t.conversation_retention_days IS NOT NULL
-   AND s.updated_at < %(now)s - make_interval(days => t.conversation_retention_days)
-   AND NOT EXISTS (SELECT 1 FROM agents_run r
-                    WHERE r.session_id = s.id
-                      AND r.status NOT IN ('succeeded', 'failed', 'cancelled'))
- LIMIT %(batch)s
-"""
-OLD_CHECKPOINTS_SQL = """
-DELETE FROM agents_checkpoint
- WHERE id IN (
-    SELECT c.id FROM agents_checkpoint c
-      JOIN agents_run r ON r.id = c.run_id
-      JOIN tenants_tenant t ON t.id = r.tenant_id
-     WHERE r.status IN ('succeeded', 'failed', 'cancelled')
-       AND t.checkpoint_retention_days IS NOT NULL
-       AND r.finished_at < %(now)s - make_interval(days => t.checkpoint_retention_days)
-     LIMIT %(batch)s
-       FOR UPDATE OF c SKIP LOCKED)
-RETURNING tenant_id
-"""
+PURGE_OLD_VERSIONS_SQL = sql.load("memory", "purge_old_versions")
+OLD_SESSIONS_SQL = sql.load("memory", "find_old_sessions")
+OLD_CHECKPOINTS_SQL = sql.load("memory", "purge_old_checkpoints")
 
 
 def _batched(name: str, sql: str, *, now: dt.datetime, batch: int, max_batches: int) -> Counter:

@@ -19,30 +19,11 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
+from tenants import sql
+
 # One statement: the candidate rows come from the B-tree, every score is computed on them.
-_SQL = """
-SELECT id, category, key, text, valid_from, source_kind, source_session_id, pinned,
-       vscore, tscore,
-       (CASE WHEN vscore IS NULL THEN tscore / (tscore + 0.1)
-             ELSE %(wv)s * vscore + (1 - %(wv)s) * tscore / (tscore + 0.1) END)
-       * COALESCE((%(weights)s::jsonb ->> category)::float8, 1.0)
-       * (1 - %(wr)s + %(wr)s * exp(-extract(epoch FROM now() - valid_from) / %(halflife)s))
-       * (0.7 + 0.3 * confidence)
-       + CASE WHEN pinned THEN 0.05 ELSE 0 END AS score
-  FROM (
-    SELECT f.id, f.category, f.key, f.text, f.valid_from, f.source_kind, f.source_session_id,
-           f.pinned, f.confidence,
-           {vscore} AS vscore,
-           {tscore} AS tscore
-      FROM memory_memoryfact f
-     WHERE f.tenant_id = %(tenant)s {subject}
-       AND f.valid_until IS NULL
-       AND (f.expires_at IS NULL OR f.expires_at > now())
-  ) scored
- WHERE {keep}
- ORDER BY score DESC, valid_from DESC
- LIMIT %(limit)s
-"""
+# A template: build_sql() fills in the parts below for each combination.
+_SQL = sql.load("memory", "search_facts")
 _VSCORE = (
     "CASE WHEN f.embedding_model = %(model)s THEN 1 - (f.embedding <=> %(vector)s::vector) END"
 )

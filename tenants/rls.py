@@ -13,23 +13,10 @@ from __future__ import annotations
 
 from django.db import migrations
 
-FUNCTIONS_SQL = """
-CREATE OR REPLACE FUNCTION app_tenant_id() RETURNS uuid
-    LANGUAGE sql STABLE PARALLEL SAFE
-    AS $$ SELECT NULLIF(current_setting('app.tenant_id', true), '')::uuid $$;
-CREATE OR REPLACE FUNCTION app_user_id() RETURNS bigint
-    LANGUAGE sql STABLE PARALLEL SAFE
-    AS $$ SELECT NULLIF(current_setting('app.user_id', true), '')::bigint $$;
-CREATE OR REPLACE FUNCTION app_in_system_context() RETURNS boolean
-    LANGUAGE sql STABLE PARALLEL SAFE
-    AS $$ SELECT COALESCE(current_setting('app.system_context', true), '') <> '' $$;
-"""
+from tenants import sql
 
-FUNCTIONS_REVERSE_SQL = """
-DROP FUNCTION IF EXISTS app_tenant_id();
-DROP FUNCTION IF EXISTS app_user_id();
-DROP FUNCTION IF EXISTS app_in_system_context();
-"""
+FUNCTIONS_SQL = sql.load("tenants", "rls_functions")
+FUNCTIONS_REVERSE_SQL = sql.load("tenants", "rls_functions_drop")
 
 
 def enable_rls(table: str, *, column: str = "tenant_id") -> migrations.RunSQL:

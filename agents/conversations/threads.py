@@ -14,36 +14,12 @@ from typing import Any
 
 from django.db import connection
 
-_CHAIN = """
-WITH RECURSIVE chain (id, parent_id, fork_seq, inherited, upto, depth) AS (
-    SELECT id, parent_id, fork_seq, inherited_messages, NULL::integer, 0
-      FROM agents_agentsession WHERE id = %(session)s AND tenant_id = %(tenant)s
-    UNION ALL
-    SELECT p.id, p.parent_id, p.fork_seq, p.inherited_messages, c.fork_seq, c.depth + 1
-      FROM agents_agentsession p JOIN chain c ON p.id = c.parent_id
-     WHERE p.tenant_id = %(tenant)s AND c.depth < 1000
-)
-"""
+from tenants import sql
 
-MESSAGES_SQL = (
-    _CHAIN
-    + """
-SELECT c.inherited + m.seq, m.session_id, m.seq, m.role, m.content, m.tool_call, m.tool_result
-  FROM chain c
-  JOIN agents_message m ON m.session_id = c.id AND m.tenant_id = %(tenant)s
- WHERE (c.upto IS NULL OR m.seq <= c.upto) AND m.seq > %(after)s - c.inherited
- ORDER BY 1
-"""
-)
-
-SESSION_SQL = """
-SELECT s.summary, s.summary_upto, s.inherited_messages, s.last_seq, s.user_id,
-       t.session_cache_ttl_seconds
-  FROM agents_agentsession s JOIN tenants_tenant t ON t.id = s.tenant_id
- WHERE s.id = %(session)s AND s.tenant_id = %(tenant)s
-"""
-
-ANCESTORS_SQL = _CHAIN + "SELECT id, upto, depth FROM chain ORDER BY depth DESC"
+_CHAIN = sql.load("agents.conversations", "thread_chain")
+MESSAGES_SQL = _CHAIN + sql.load("agents.conversations", "thread_messages")
+SESSION_SQL = sql.load("agents.conversations", "thread_state")
+ANCESTORS_SQL = _CHAIN + sql.load("agents.conversations", "thread_ancestors")
 
 
 @dataclass

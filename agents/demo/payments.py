@@ -18,13 +18,9 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from core import json_input
+from tenants import sql
 
-UPSERT_SQL = """
-INSERT INTO agents_demorefund (idempotency_key, customer, amount_cents, requests, created_at)
-VALUES (%s, %s, %s, 1, now())
-ON CONFLICT (idempotency_key) DO UPDATE SET requests = agents_demorefund.requests + 1
-RETURNING id, amount_cents, requests
-"""
+UPSERT_SQL = sql.load("agents.demo", "record_refund")
 
 
 MAX_AMOUNT_CENTS = 2**31 - 1

@@ -22,6 +22,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from tenants import sql
 from tenants.scope import tenant_scope
 
 logger = logging.getLogger(__name__)
@@ -30,15 +31,7 @@ Subscriber = Callable[[dict[str, Any]], None]
 # Kinds that describe no database write: never stored, never numbered.
 LIVE_KINDS = frozenset({"llm.started", "llm.token", "llm.finished"})
 
-RECORD_SQL = """
-WITH r AS (
-    UPDATE agents_run SET event_seq = event_seq + 1 WHERE id = %(run)s
-    RETURNING id, tenant_id, event_seq
-)
-INSERT INTO agents_runevent (tenant_id, run_id, seq, kind, data, created_at)
-SELECT tenant_id, id, event_seq, %(kind)s, %(data)s::jsonb, clock_timestamp() FROM r
-RETURNING seq
-"""
+RECORD_SQL = sql.load("agents.runtime", "record_event")
 
 
 # Who hears each event after commit: live websockets (agents.live subscribes when it is

@@ -21,6 +21,7 @@ from agents.runtime.models import (
     RunStatus,
 )
 from agents.runtime.progress import publish
+from tenants import sql
 from tenants.audit import audit_record
 from tenants.principal import Principal
 
@@ -68,16 +69,15 @@ def run_start(
     return run
 
 
+RESERVE_MESSAGE_SEQS_SQL = sql.load("agents.runtime", "reserve_message_seqs")
+
+
 def messages_append(
     *, tenant_id: Any, session_id: Any, run_id: Any | None, messages: list[dict[str, Any]]
 ) -> list[Message]:
     """Append to the transcript in the caller's transaction; seq comes from the session row."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE agents_agentsession SET last_seq = last_seq + %s, updated_at = now() "
-            "WHERE id = %s RETURNING last_seq, inherited_messages, summary_upto",
-            [len(messages), str(session_id)],
-        )
+        cursor.execute(RESERVE_MESSAGE_SEQS_SQL, [len(messages), str(session_id)])
         row = cursor.fetchone()
     if row is None:
         raise errors.RunFinished("The conversation no longer exists.")

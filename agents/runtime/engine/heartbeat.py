@@ -21,14 +21,11 @@ from typing import Any
 from django.db import connection
 
 from core.per_process import PerProcess
+from tenants import sql
 
 logger = logging.getLogger(__name__)
 
-RENEW_SQL = """
-SELECT set_config('app.tenant_id', %(tenant)s, true);
-UPDATE agents_run SET lease_expires_at = clock_timestamp() + make_interval(secs => %(lease)s)
- WHERE id = %(run)s AND version = %(version)s AND lease_owner = %(worker)s
-"""
+RENEW_SQL = sql.load("agents.runtime", "renew_lease")
 
 
 class Lease:

@@ -18,42 +18,13 @@ from django.db import connection
 from agents.runtime.engine.failpoints import failpoint
 from agents.runtime.errors import LedgerMismatch, ToolFailed
 from agents.runtime.tools import Tool
+from tenants import sql
 
-_SET_TENANT = "SELECT set_config('app.tenant_id', %(tenant)s, true);\n"
-
-INTENT_SQL = (
-    _SET_TENANT
-    + """
-INSERT INTO agents_toolcall
-    (tenant_id, run_id, seq, call_index, tool, idempotency_key, arguments, status, sends,
-     created_at)
-VALUES (%(tenant)s, %(run)s, %(seq)s, %(index)s, %(tool)s, %(key)s, %(arguments)s::jsonb,
-        'intent', 1, clock_timestamp())
-ON CONFLICT (run_id, seq, call_index) DO UPDATE
-    SET sends = agents_toolcall.sends + CASE WHEN agents_toolcall.status = 'intent'
-                                             THEN 1 ELSE 0 END
-    WHERE agents_toolcall.tool = EXCLUDED.tool
-      AND agents_toolcall.arguments = EXCLUDED.arguments
-RETURNING status, result
-"""
-)
+_SET_TENANT = sql.load("agents.runtime", "set_tenant")
+INTENT_SQL = _SET_TENANT + sql.load("agents.runtime", "record_tool_intent")
 # What the position holds when the INSERT … ON CONFLICT found another call there.
-RECORDED_SQL = (
-    _SET_TENANT
-    + """
-SELECT tool, arguments FROM agents_toolcall
- WHERE run_id = %(run)s AND seq = %(seq)s AND call_index = %(index)s
-"""
-)
-
-OUTCOME_SQL = (
-    _SET_TENANT
-    + """
-UPDATE agents_toolcall
-   SET status = %(status)s, result = %(result)s::jsonb, completed_at = clock_timestamp()
- WHERE run_id = %(run)s AND seq = %(seq)s AND call_index = %(index)s AND status = 'intent'
-"""
-)
+RECORDED_SQL = _SET_TENANT + sql.load("agents.runtime", "read_tool_call")
+OUTCOME_SQL = _SET_TENANT + sql.load("agents.runtime", "record_tool_outcome")
 
 
 def idempotency_key(run_id: Any, seq: int, index: int) -> str:

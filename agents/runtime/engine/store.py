@@ -22,16 +22,18 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from agents.runtime.models import RunStatus
+from tenants import sql
 
-_SET_TENANT = "SELECT set_config('app.tenant_id', %(tenant)s, true);\n"
+_SET_TENANT = sql.load("agents.runtime", "set_tenant")
 
 # Both functions are defined in agents/runtime/engine/sql/ (installed by migrations): each sets
 # the tenant and runs one statement, so a claim or a persist is one round trip, and
 # PL/pgSQL keeps their plans per connection instead of planning every step.
-CLAIM_SQL = """
-SELECT * FROM agents_claim_run(
-    p_tenant => %(tenant)s, p_run => %(run)s, p_worker => %(worker)s, p_lease => %(lease)s)
-"""
+CLAIM_SQL = sql.load("agents.runtime", "claim_run")
+PERSIST_SQL = sql.load("agents.runtime", "persist_step")
+# Fenced writes, sent by execute_fenced() after _SET_TENANT.
+FAILURE_SQL = sql.load("agents.runtime", "fail_step")
+CANCEL_SQL = sql.load("agents.runtime", "cancel_run")
 
 
 @dataclass
@@ -110,85 +112,6 @@ def claim(*, tenant_id: str, run_id: Any, worker: str, lease_seconds: float) -> 
         cancel_requested=cancel_requested,
         event_seq=event_seq,
     )
-
-
-PERSIST_SQL = """
-SELECT * FROM agents_persist_step(
-    p_tenant => %(tenant)s,
-    p_run => %(run)s,
-    p_version => %(version)s,
-    p_worker => %(worker)s,
-    p_status => %(status)s,
-    p_next_step => %(next_step)s,
-    p_seq => %(seq)s,
-    p_attempts => %(attempts)s,
-    p_owner => %(owner)s,
-    p_output => %(output)s,
-    p_error => %(error)s,
-    p_not_before => %(not_before)s,
-    p_waiting_for => %(waiting_for)s,
-    p_schema_version => %(schema_version)s,
-    p_step => %(step)s,
-    p_state => %(state)s,
-    p_messages_upto => %(messages_upto)s,
-    p_attempt => %(attempt)s,
-    p_started_at => %(started_at)s,
-    p_duration_ms => %(duration_ms)s)
-"""
-
-FAILURE_SQL = """
-WITH r AS (
-    UPDATE agents_run SET
-        status = %(status)s,
-        version = version + 1,
-        lease_owner = '',
-        lease_expires_at = NULL,
-        not_before = %(not_before)s,
-        error = %(error)s::jsonb,
-        finished_at = CASE WHEN %(status)s = 'failed' THEN clock_timestamp() END,
-        updated_at = clock_timestamp(),
-        event_seq = event_seq + 1
-    WHERE id = %(run)s AND version = %(version)s AND lease_owner = %(worker)s
-    RETURNING id, status, version, event_seq
-), att AS (
-    INSERT INTO agents_stepattempt
-        (tenant_id, run_id, seq, attempt, step, worker, started_at, ended_at, outcome,
-         error_class, error_code, message, traceback, duration_ms)
-    SELECT %(tenant)s, r.id, %(seq)s, %(attempt)s, %(step)s, %(worker)s, %(started_at)s,
-           clock_timestamp(), %(outcome)s, %(error_class)s, %(error_code)s, %(message)s,
-           %(traceback)s, %(duration_ms)s
-    FROM r
-), ev AS (
-    INSERT INTO agents_runevent (tenant_id, run_id, seq, kind, data, created_at)
-    SELECT %(tenant)s, r.id, r.event_seq, 'step.failed',
-           jsonb_build_object('step', %(step)s::text, 'step_seq', %(seq)s::int,
-                              'attempt', %(attempt)s::int, 'status', r.status,
-                              'outcome', %(outcome)s::text,
-                              'error', jsonb_build_object('code', %(error_code)s::text,
-                                                          'message', %(message)s::text)),
-           clock_timestamp()
-    FROM r
-)
-SELECT status, version, event_seq FROM r
-"""
-
-
-CANCEL_SQL = """
-WITH r AS (
-    UPDATE agents_run SET
-        status = 'cancelled', version = version + 1, lease_owner = '', lease_expires_at = NULL,
-        finished_at = clock_timestamp(), updated_at = clock_timestamp(),
-        event_seq = event_seq + 1
-    WHERE id = %(run)s AND version = %(version)s AND lease_owner = %(worker)s
-    RETURNING id, tenant_id, status, version, event_seq
-), ev AS (
-    INSERT INTO agents_runevent (tenant_id, run_id, seq, kind, data, created_at)
-    SELECT tenant_id, id, event_seq, 'run.status', jsonb_build_object('status', status),
-           clock_timestamp()
-    FROM r
-)
-SELECT status, version, event_seq FROM r
-"""
 
 
 class Written(NamedTuple):

@@ -1,0 +1,3 @@
+-- Take the next %s message numbers of a conversation (in the caller's transaction).
+-- No row back: the conversation no longer exists.
+UPDATE agents_agentsession SET last_seq = last_seq + %s, updated_at = now() WHERE id = %s RETURNING last_seq, inherited_messages, summary_upto
