@@ -453,6 +453,13 @@ MEMORY_MIN_SIMILARITY = env_float("MEMORY_MIN_SIMILARITY", 0.2, minimum=0.0)
 # A new fact this similar to a live one of the same person and category refreshes that one.
 MEMORY_DEDUPE_SIMILARITY = env_float("MEMORY_DEDUPE_SIMILARITY", 0.95, minimum=0.0)
 # Token budget of the memory section a step recalls, unless the step asks for another.
+# How steps extract facts from a conversation (ctx.memory.extract): "auto" asks the model
+# unless it is the offline scripted one, then patterns; "model" or "patterns" always.
+MEMORY_EXTRACTOR = env_str("MEMORY_EXTRACTOR", "auto")
+if MEMORY_EXTRACTOR not in ("auto", "model", "patterns"):
+    raise ImproperlyConfigured(
+        f"MEMORY_EXTRACTOR must be auto, model or patterns; got {MEMORY_EXTRACTOR!r}"
+    )
 MEMORY_CONTEXT_BUDGET_TOKENS = env_int("MEMORY_CONTEXT_BUDGET_TOKENS", 400, minimum=0)
 MEMORY_PURGE_BATCH = env_int("MEMORY_PURGE_BATCH", 2000, minimum=1)
 # How long a signed one-time privacy link (made through the API) stays valid.

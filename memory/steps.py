@@ -15,8 +15,8 @@ from django.conf import settings
 from django.db import transaction
 
 from agents.runtime.models import AgentSession
-from memory import errors, selectors, services
-from memory.models import SourceKind
+from memory import errors, extraction, selectors, services
+from memory.models import MemoryFact, SourceKind
 from tenants.errors import AppError
 from tenants.scope import tenant_scope
 
@@ -88,6 +88,48 @@ class StepMemory:
         self.proposed.append(proposal)
         self._ctx.write_with_step(lambda: self._write(proposal))
         return True
+
+    def extract(self, message: str | None = None) -> list[extraction.Operation]:
+        """Propose, supersede or forget facts about the user from `message` (default: the
+        run's message), committed with the step. A real model decides through tool calls;
+        offline (the scripted model, or MEMORY_EXTRACTOR=patterns) patterns do."""
+        if self.subject_id is None:
+            return []
+        if message is None:
+            message = str(self._ctx.run_input.get("message") or "")
+        if not message.strip():
+            return []
+        operations = self._operations(message)
+        for op in operations:
+            if op.kind == "forget":
+                self._ctx.write_with_step(lambda key=op.key: self._forget(key))
+            else:
+                known = self._known().get(op.key, {}) if op.kind == "supersede" else {}
+                self.propose(known.get("category", op.category), op.text, key=op.key or None)
+        return operations
+
+    def _operations(self, message: str) -> list[extraction.Operation]:
+        llm = self._ctx.llm
+        mode = settings.MEMORY_EXTRACTOR
+        if mode == "patterns" or (mode == "auto" and getattr(llm, "model", "") == "scripted"):
+            return extraction.from_patterns(message)
+        known = [{"key": k, **v} for k, v in self._known().items()]
+        reply = llm.chat(extraction.prompt(message, known), tools=extraction.TOOLS)
+        return extraction.from_tool_calls(reply.tool_calls)
+
+    def _known(self) -> dict[str, dict[str, str]]:
+        """The user's live facts that have a key: key -> text and category."""
+        with tenant_scope(self._ctx.tenant_id):
+            facts = selectors.live_facts(tenant_id=self._ctx.tenant_id, subject_id=self.subject_id)
+        return {f.key: {"text": f.text, "category": f.category} for f in facts if f.key}
+
+    def _forget(self, key: str) -> None:
+        ctx = self._ctx
+        facts = MemoryFact.objects.for_tenant(ctx.tenant_id).filter(
+            subject_id=self.subject_id, key=key, valid_until__isnull=True
+        )
+        for fact in facts:
+            services.fact_delete(actor=f"agent:{ctx.run_id}", fact=fact)
 
     def _write(self, proposal: dict[str, Any]) -> None:
         ctx = self._ctx

@@ -91,13 +91,6 @@ refund_desk = Agent(
 )
 
 _DECISION = re.compile(r"Refund (?P<amount>[0-9]+\.[0-9]{2}) \w+ for order (?P<order>A-[0-9]{4})")
-# "contact me by email", "I prefer SMS", ...: the customer's preferred channel, remembered.
-_CHANNEL = re.compile(
-    r"(?:contact|reach|email|call|text|message) me (?:by|via|on|over|through) "
-    r"(?P<a>e-?mail|phone|sms|text)"
-    r"|prefer(?:s|red)? (?:to be contacted by |contact by )?(?P<b>e-?mail|phone|sms|text)",
-    re.I,
-)
 _REMEMBERED_CHANNEL = re.compile(r"contacted by (?P<channel>\w+)")
 
 
@@ -105,12 +98,9 @@ _REMEMBERED_CHANNEL = re.compile(r"contacted by (?P<channel>\w+)")
 def lookup(ctx: StepContext):
     customer = ctx.run_input.get("customer") or "customer"
     history = ctx.tools.call("billing_history", customer=customer)
-    said = _CHANNEL.search(ctx.run_input.get("message", ""))
-    if said:
-        channel = (said["a"] or said["b"]).lower().replace("e-mail", "email").replace("text", "sms")
-        ctx.memory.propose(
-            "preference", f"Prefers to be contacted by {channel}", key="contact.channel"
-        )
+    # What the customer says about themselves ("contact me by email") is remembered with the
+    # step: by the model's memory tools, or offline by patterns (memory/extraction.py).
+    ctx.memory.extract(ctx.run_input.get("message", ""))
     return goto("decide", customer=customer, history=history)
 
 
