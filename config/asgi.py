@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels."""
+"""ASGI entry point: HTTP through Django (and /mcp through the MCP server), websockets
+through Channels."""
 
 import os
 
@@ -16,10 +17,21 @@ from channels.security.websocket import OriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from config.routing import websocket_urlpatterns  # noqa: E402
+from memory import mcp  # noqa: E402
+
+
+async def http_app(scope, receive, send) -> None:
+    """The MCP server (memory/mcp.py) at /mcp; every other path goes to Django."""
+    path = scope["path"]
+    if path == mcp.PATH or path.startswith(mcp.PATH + "/"):
+        await mcp.application(scope, receive, send)
+    else:
+        await django_asgi_app(scope, receive, send)
+
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": http_app,
         # A page of another site must not open a socket with our cookies: the Origin must be
         # one of ours (settings.WEBSOCKET_ALLOWED_ORIGINS, never a wildcard).
         "websocket": OriginValidator(

@@ -34,6 +34,37 @@ class ApiKeyUser:
         return self.username
 
 
+class KeyRefused(Exception):
+    """Why a bearer token does not authenticate, in words safe to tell the caller."""
+
+
+def api_key_resolve(token: str) -> ApiKey:
+    """The active, unexpired key that `token` is (its last use recorded), or KeyRefused.
+
+    The key names its tenant, so the lookup runs under that tenant's row-level security,
+    activated for the rest of the current transaction. The REST API and the MCP server
+    (memory/mcp.py) both authenticate through here.
+    """
+    parsed = parse_api_key(token)
+    if parsed is None:
+        raise KeyRefused("The API key is malformed.")
+    tenant_hex, raw = parsed
+    tenant_id = uuid.UUID(tenant_hex)
+    scope.activate(tenant_id=tenant_id)
+    key = (
+        ApiKey.objects.for_tenant(tenant_id)
+        .select_related("tenant")
+        .filter(key_hash=api_key_hash(raw))
+        .first()
+    )
+    if key is None or not key.is_active:
+        raise KeyRefused("The API key is unknown or revoked.")
+    if key.is_expired:
+        raise KeyRefused("The API key has expired.")
+    api_key_touch(key=key)
+    return key
+
+
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     """`Authorization: Bearer ak_<tenant>_<secret>`.
 
@@ -48,23 +79,10 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise exceptions.AuthenticationFailed("Use `Authorization: Bearer <api key>`.")
-        parsed = parse_api_key(token.strip())
-        if parsed is None:
-            raise exceptions.AuthenticationFailed("The API key is malformed.")
-        tenant_hex, raw = parsed
-        tenant_id = uuid.UUID(tenant_hex)
-        scope.activate(tenant_id=tenant_id)
-        key = (
-            ApiKey.objects.for_tenant(tenant_id)
-            .select_related("tenant")
-            .filter(key_hash=api_key_hash(raw))
-            .first()
-        )
-        if key is None or not key.is_active:
-            raise exceptions.AuthenticationFailed("The API key is unknown or revoked.")
-        if key.is_expired:
-            raise exceptions.AuthenticationFailed("The API key has expired.")
-        api_key_touch(key=key)
+        try:
+            key = api_key_resolve(token.strip())
+        except KeyRefused as exc:
+            raise exceptions.AuthenticationFailed(str(exc)) from None
         principal = Principal.for_api_key(key, key.tenant)
         request._request.principal = principal
         return ApiKeyUser(principal), key

@@ -51,9 +51,16 @@ class CreatedApiKey:
 
 @transaction.atomic
 def api_key_create(
-    *, actor: Principal, name: str, scopes: list[str], expires_in_days: int | None = None
+    *,
+    actor: Principal,
+    name: str,
+    scopes: list[str],
+    expires_in_days: int | None = None,
+    actor_label: str = "",
 ) -> CreatedApiKey:
-    """Create a key; the returned raw secret is the only copy there will ever be."""
+    """Create a key; the returned raw secret is the only copy there will ever be.
+
+    `actor_label` names who acted in the audit log when no person did (`manage.py`)."""
     unknown = sorted(set(scopes) - set(Scope.values))
     if unknown or not scopes:
         raise errors.InvalidScopes(
@@ -78,7 +85,7 @@ def api_key_create(
     )
     audit_record(
         tenant=actor.tenant,
-        actor=actor,
+        actor=actor_label or actor,
         action="api_key.created",
         target=key,
         after={
@@ -209,7 +216,8 @@ def membership_add(*, tenant: Tenant, user, role: str, actor_label: str = "syste
     return membership
 
 
-def user_create(*, username: str, password: str, email: str = "", **extra: Any):
+def user_create(*, username: str, password: str | None, email: str = "", **extra: Any):
+    """A new user; with password None, an unusable one (nobody signs in until it is set)."""
     return get_user_model().objects.create_user(
         username=username, password=password, email=email, **extra
     )

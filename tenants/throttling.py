@@ -28,8 +28,9 @@ from tenants import redis_client
 from tenants.rates import BUCKETS, READ, WRITE, Rate, parse_rate
 
 if TYPE_CHECKING:
-    # Only a type: DRF imports throttles while rest_framework.views loads, maybe before models.
+    # Only types: DRF imports throttles while rest_framework.views loads, maybe before models.
     from tenants.models import Tenant
+    from tenants.principal import Principal
 
 logger = logging.getLogger(__name__)
 
@@ -125,21 +126,29 @@ class ApiRateThrottle(BaseThrottle):
         principal = getattr(request._request, "principal", None)
         if principal is None:
             return True  # not authenticated: nothing is done, and nobody to count
-        bucket = bucket_for(view, request.method)
-        rate = rate_for(principal.tenant, bucket)
-        if rate is None:
-            return True
-        if principal.api_key is not None:
-            who, subject = "API key", f"k:{principal.api_key.pk}"
-        else:
-            who, subject = "person", f"u:{principal.user.pk}"
-        now = time.time()
-        window = int(now // rate.window)
-        key = f"ratelimit:{principal.tenant.pk}:{bucket}:{subject}:{rate.window}:{window}"
-        count = _count(key, rate.window)
-        if count is None or count <= rate.limit:
-            return True
-        raise RateLimited(bucket=bucket, rate=rate, who=who, wait=rate.window - now % rate.window)
+        count_call(principal, bucket_for(view, request.method))
+        return True
 
     def wait(self) -> float | None:
         return None
+
+
+def count_call(principal: Principal, bucket: str) -> None:
+    """Count one call of this key (or person) in the bucket; RateLimited past the rate.
+
+    The REST API counts through ApiRateThrottle, the MCP server (memory/mcp.py) per tool call.
+    """
+    rate = rate_for(principal.tenant, bucket)
+    if rate is None:
+        return
+    if principal.api_key is not None:
+        who, subject = "API key", f"k:{principal.api_key.pk}"
+    else:
+        who, subject = "person", f"u:{principal.user.pk}"
+    now = time.time()
+    window = int(now // rate.window)
+    key = f"ratelimit:{principal.tenant.pk}:{bucket}:{subject}:{rate.window}:{window}"
+    count = _count(key, rate.window)
+    if count is None or count <= rate.limit:
+        return
+    raise RateLimited(bucket=bucket, rate=rate, who=who, wait=rate.window - now % rate.window)
