@@ -19,10 +19,12 @@ test: $(STAMP)
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml sdk/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet '.[test,embeddings]'
+	@# The client package (sdk/python), editable: tests/sdk drive it against the live server.
+	$(PY) -m pip install --quiet -e ./sdk/python
 	touch $(STAMP)
 
 lint: $(STAMP)

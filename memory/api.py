@@ -58,6 +58,21 @@ def _audit_read(principal: Principal, action: str, subject_id: Any) -> None:
     )
 
 
+class SubjectLookupView(ApiView):
+    @extend_schema(
+        operation_id="memory_subject_lookup",
+        tags=TAGS,
+        parameters=[s.SubjectLookupQuerySerializer],
+        responses={200: s.SubjectSerializer, **error_responses(400, 404)},
+    )
+    def get(self, request: Request) -> Response:
+        """The subject id of the tenant's member with this username (for clients that know
+        people by name, like the LangGraph store in sdk/python); 404 for anyone else."""
+        query = validated(s.SubjectLookupQuerySerializer, request.query_params)
+        subject = selectors.subject_by_username(request.principal, query["username"])
+        return Response({"id": subject.pk, "username": subject.get_username()})
+
+
 class SubjectFactsView(ApiView):
     rate_bucket = {"POST": "write"}
 

@@ -7,6 +7,7 @@ from memory import api
 app_name = "memory_api"
 
 urlpatterns = [
+    path("memory/subjects", api.SubjectLookupView.as_view(), name="api_memory_subject_lookup"),
     path(
         "memory/subjects/<int:subject_id>/facts",
         api.SubjectFactsView.as_view(),

@@ -135,6 +135,20 @@ def subject_for(principal: Principal, subject_id: Any = None) -> Any:
     return user_model.objects.get(pk=subject_pk)
 
 
+def subject_by_username(principal: Principal, username: str) -> Any:
+    """The tenant's member with this username, if this principal may read their memories
+    (as `subject_for`); 404 for anyone else, other tenants' people included."""
+    user_id = (
+        Membership.objects.for_tenant(principal.tenant)
+        .filter(user__username=username)
+        .values_list("user_id", flat=True)
+        .first()
+    )
+    if user_id is None:
+        raise Http404
+    return subject_for(principal, user_id)
+
+
 def live_facts(*, tenant_id: Any, subject_id: Any) -> list[MemoryFact]:
     """The subject's live facts (expired ones excluded), newest first."""
     now = timezone.now()

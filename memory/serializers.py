@@ -70,3 +70,12 @@ class DeletedSerializer(serializers.Serializer):
 class PrivacyLinkSerializer(serializers.Serializer):
     url = serializers.CharField()
     expires_in = serializers.IntegerField()
+
+
+class SubjectLookupQuerySerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=150)
+
+
+class SubjectSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    username = serializers.CharField()

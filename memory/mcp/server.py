@@ -39,7 +39,7 @@ from tenants import outage, throttling
 from tenants.api_auth import KeyRefused, api_key_resolve
 from tenants.audit import audit_record
 from tenants.errors import AppError
-from tenants.models import Membership, Scope
+from tenants.models import Scope
 from tenants.principal import Principal
 from tenants.rates import READ, WRITE
 from tenants.scope import transaction_scope
@@ -319,14 +319,8 @@ def _call(token: str, needed: str, bucket: str, work: Callable) -> tuple[dict[st
 def _subject(principal: Principal, username: str, *, read: str = "") -> Any:
     """The tenant's person with this username, as the REST API resolves a subject for a key;
     `read` audits the read as the REST API does. Anyone else is "no such person"."""
-    user_id = (
-        Membership.objects.for_tenant(principal.tenant)
-        .filter(user__username=username)
-        .values_list("user_id", flat=True)
-        .first()
-    )
     try:
-        person = selectors.subject_for(principal, user_id)
+        person = selectors.subject_by_username(principal, username)
     except Http404:
         raise Refused("not_found", NO_SUCH_PERSON) from None
     if read:
