@@ -9,3 +9,7 @@ class RuntimeConfig(AppConfig):
     label = "agents"
     verbose_name = "Agent runtime"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # ready(): registering the agent of external threads needs the models loaded.
+        from agents.runtime import external  # noqa: F401  (registers the "langgraph" agent)

@@ -53,6 +53,15 @@ class AgentSession(TenantOwned):
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "user", "-created_at"])]
+        constraints = [
+            # A LangGraph thread (agents/runtime/external.py) is one session, however many
+            # of its first writes race.
+            models.UniqueConstraint(
+                fields=["tenant", "title"],
+                condition=models.Q(agent="langgraph"),
+                name="session_unique_external_thread",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.title or f"{self.agent} conversation"
@@ -411,3 +420,84 @@ class PackedContext(TenantOwned):
 
     def __str__(self) -> str:
         return f"context of step {self.seq} of {self.run_id}: {self.tokens_used}/{self.budget}"
+
+
+# --- checkpoints of agents that run elsewhere (LangGraph through sdk/python) ---------------------
+
+
+class ExternalCheckpoint(TenantOwned):
+    """A checkpoint a LangGraph thread saved through `AgentStateSaver`: its identity in that
+    framework and its exact serialized bytes. The readable side is an ordinary Checkpoint of
+    the thread's run (one run per thread and namespace), so the same pages show it."""
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    # The readable side: its state preview, step and place in the run's timeline.
+    shown_as = models.OneToOneField(
+        Checkpoint, on_delete=models.CASCADE, related_name="external", db_constraint=False
+    )
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
+    thread_id = models.CharField(max_length=200)
+    checkpoint_ns = models.CharField(max_length=200, blank=True)
+    checkpoint_id = models.CharField(max_length=100)
+    parent_checkpoint_id = models.CharField(max_length=100, blank=True)
+    type = models.CharField(max_length=50)
+    blob = models.BinaryField()
+    metadata = models.JSONField(default=dict)
+    channel_versions = models.JSONField(default=dict)  # which ExternalBlob versions it reads
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "thread_id", "checkpoint_ns", "checkpoint_id"],
+                name="externalcheckpoint_unique_id",
+            )
+        ]
+
+
+class ExternalBlob(TenantOwned):
+    """One version of one channel's value of an external thread (checkpoints name versions)."""
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
+    thread_id = models.CharField(max_length=200)
+    checkpoint_ns = models.CharField(max_length=200, blank=True)
+    channel = models.CharField(max_length=200)
+    version = models.CharField(max_length=100)
+    type = models.CharField(max_length=50)
+    blob = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "thread_id", "checkpoint_ns", "channel", "version"],
+                name="externalblob_unique_version",
+            )
+        ]
+
+
+class ExternalWrite(TenantOwned):
+    """A pending write of a task of an external thread, saved before its next checkpoint."""
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
+    thread_id = models.CharField(max_length=200)
+    checkpoint_ns = models.CharField(max_length=200, blank=True)
+    checkpoint_id = models.CharField(max_length=100)
+    task_id = models.CharField(max_length=200)
+    task_path = models.CharField(max_length=500, blank=True)
+    idx = models.IntegerField()
+    channel = models.CharField(max_length=200)
+    type = models.CharField(max_length=50)
+    blob = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+                name="externalwrite_unique_idx",
+            )
+        ]

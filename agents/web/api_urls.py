@@ -2,11 +2,23 @@
 
 from django.urls import path
 
-from agents.web import api
+from agents.web import api, langgraph_api
 
 app_name = "agents_api"
 
 urlpatterns = [
+    # AgentStateSaver (sdk/python): LangGraph threads kept in the runtime's tables.
+    path(
+        "langgraph/checkpoints",
+        langgraph_api.CheckpointsView.as_view(),
+        name="api_langgraph_checkpoints",
+    ),
+    path("langgraph/writes", langgraph_api.WritesView.as_view(), name="api_langgraph_writes"),
+    path(
+        "langgraph/threads/<str:thread_id>",
+        langgraph_api.ThreadView.as_view(),
+        name="api_langgraph_thread",
+    ),
     path("agents", api.AgentListView.as_view(), name="api_agents"),
     path("sessions", api.SessionListView.as_view(), name="api_sessions"),
     path("sessions/<uuid:session_id>", api.SessionDetailView.as_view(), name="api_session"),

@@ -1,0 +1,306 @@
+"""Threads of agents that run elsewhere (LangGraph, through `AgentStateSaver` in sdk/python),
+kept in the runtime's own tables so the same pages show them:
+
+- a thread is a session (agent `langgraph`, titled with the thread id);
+- each (thread, namespace) is a run, each checkpoint a Checkpoint of that run whose `state`
+  is a readable preview, with the exact serialized checkpoint beside it (ExternalCheckpoint);
+- channel values by version (ExternalBlob) and pending writes (ExternalWrite) as LangGraph
+  keeps them. Bytes are opaque here: only the client deserializes them.
+
+Everything runs in the caller's transaction and tenant scope (row-level security applies).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from agents.runtime.definitions import Agent, register
+from agents.runtime.errors import PermanentStepError
+from agents.runtime.models import (
+    AgentSession,
+    Checkpoint,
+    ExternalBlob,
+    ExternalCheckpoint,
+    ExternalWrite,
+    Run,
+    RunStatus,
+)
+from agents.runtime.progress import publish
+from tenants.principal import Principal
+
+AGENT = "langgraph"
+
+
+def _driven_elsewhere(ctx: Any) -> Any:
+    raise PermanentStepError("This run is driven by an external LangGraph process, not here.")
+
+
+# Pages and the console look agents up by name; the engine never runs this one (its runs are
+# never queued), and a console retry fails at once with the reason.
+register(Agent(AGENT, version=1, first="external", steps={"external": _driven_elsewhere}))
+
+
+def _session(principal: Principal, thread_id: str, *, create: bool) -> AgentSession | None:
+    sessions = AgentSession.objects.for_tenant(principal.tenant).filter(
+        agent=AGENT, title=thread_id
+    )
+    found = sessions.select_for_update().first()
+    if found is not None or not create:
+        return found
+    try:
+        with transaction.atomic():  # a savepoint: a concurrent first write may win the race
+            return AgentSession.objects.create(
+                tenant=principal.tenant, agent=AGENT, title=thread_id, user=None
+            )
+    except IntegrityError:
+        return sessions.select_for_update().get()
+
+
+def _run(principal: Principal, thread_id: str, ns: str, *, create: bool) -> Run | None:
+    """The run of (thread, namespace), locked; made on the first write when `create`."""
+    session = _session(principal, thread_id, create=create)
+    if session is None:
+        return None
+    runs = Run.objects.for_tenant(principal.tenant).filter(session=session, input__checkpoint_ns=ns)
+    run = runs.select_for_update().first()
+    if run is None and create:
+        now = timezone.now()
+        run = Run.objects.create(
+            tenant=principal.tenant,
+            session=session,
+            agent=AGENT,
+            agent_version=1,
+            current_step="external",
+            state_schema_version=1,
+            input={"thread_id": thread_id, "checkpoint_ns": ns},
+            status=RunStatus.SUCCEEDED,
+            created_by=principal.user,
+            finished_at=now,
+        )
+    return run
+
+
+@transaction.atomic
+def external_checkpoint_put(
+    *,
+    principal: Principal,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    parent_checkpoint_id: str,
+    type: str,
+    blob: bytes,
+    metadata: dict[str, Any],
+    channel_versions: dict[str, Any],
+    blobs: list[dict[str, Any]],
+    preview: dict[str, Any],
+    step: str,
+) -> ExternalCheckpoint:
+    """Save (or replace) one checkpoint of an external thread, with the channel values it
+    introduced; the same id again replaces it, as LangGraph's savers do."""
+    run = _run(principal, thread_id, checkpoint_ns, create=True)
+    assert run is not None
+    ExternalBlob.objects.bulk_create(
+        [
+            ExternalBlob(
+                tenant=principal.tenant,
+                run=run,
+                thread_id=thread_id,
+                checkpoint_ns=checkpoint_ns,
+                channel=b["channel"],
+                version=b["version"],
+                type=b["type"],
+                blob=b["blob"],
+            )
+            for b in blobs
+        ],
+        ignore_conflicts=True,  # a version's value never changes
+    )
+    fields = {
+        "parent_checkpoint_id": parent_checkpoint_id,
+        "type": type,
+        "blob": blob,
+        "metadata": metadata,
+        "channel_versions": channel_versions,
+    }
+    existing = (
+        ExternalCheckpoint.objects.for_tenant(principal.tenant)
+        .filter(thread_id=thread_id, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id)
+        .select_related("shown_as")
+        .first()
+    )
+    if existing is not None:
+        for name, value in fields.items():
+            setattr(existing, name, value)
+        existing.save(update_fields=list(fields))
+        Checkpoint.objects.filter(pk=existing.shown_as_id).update(state=preview, step=step)
+        return existing
+    seq = (Checkpoint.objects.filter(run=run).aggregate(last=Max("seq"))["last"] or 0) + 1
+    shown = Checkpoint.objects.create(
+        tenant=principal.tenant,
+        run=run,
+        seq=seq,
+        step=step[:100],
+        state=preview,
+        schema_version=1,
+        attempt=1,
+        status=RunStatus.SUCCEEDED,
+        started_at=timezone.now(),
+    )
+    saved = ExternalCheckpoint.objects.create(
+        tenant=principal.tenant,
+        shown_as=shown,
+        run=run,
+        thread_id=thread_id,
+        checkpoint_ns=checkpoint_ns,
+        checkpoint_id=checkpoint_id,
+        **fields,
+    )
+    Run.objects.filter(pk=run.pk).update(
+        current_step=step[:100],
+        step_seq=seq,
+        finished_at=timezone.now(),
+        version=run.version + 1,
+    )
+    publish(
+        tenant_id=run.tenant_id,
+        run_id=run.pk,
+        kind="step.finished",
+        step=step[:100],
+        step_seq=seq,
+        attempt=1,
+        status=RunStatus.SUCCEEDED,
+        next_step="",
+        duration_ms=0.0,
+    )
+    return saved
+
+
+@transaction.atomic
+def external_writes_put(
+    *,
+    principal: Principal,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    task_id: str,
+    task_path: str,
+    writes: list[dict[str, Any]],
+) -> None:
+    """Save a task's pending writes. A regular write (idx >= 0) is kept as first written;
+    the special ones (errors, interrupts: idx < 0) are replaced, as LangGraph's savers do."""
+    run = _run(principal, thread_id, checkpoint_ns, create=True)
+    assert run is not None
+    for write in writes:
+        key = {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+            "task_id": task_id,
+            "idx": write["idx"],
+        }
+        values = {
+            "channel": write["channel"],
+            "type": write["type"],
+            "blob": write["blob"],
+            "task_path": task_path,
+        }
+        rows = ExternalWrite.objects.for_tenant(principal.tenant).filter(**key)
+        if rows.exists():
+            if write["idx"] < 0:
+                rows.update(**values)
+            continue
+        ExternalWrite.objects.create(tenant=principal.tenant, run=run, **key, **values)
+
+
+@transaction.atomic
+def external_thread_delete(*, principal: Principal, thread_id: str) -> int:
+    """Forget a thread: its session, runs, checkpoints, values and writes."""
+    sessions = AgentSession.objects.for_tenant(principal.tenant).filter(
+        agent=AGENT, title=thread_id
+    )
+    deleted, _ = sessions.delete()
+    return deleted
+
+
+def external_checkpoints(
+    *,
+    principal: Principal,
+    thread_id: str | None,
+    checkpoint_ns: str | None,
+    checkpoint_id: str | None = None,
+    before: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """Checkpoints of the tenant's external threads, newest first per (thread, namespace),
+    each with the channel values it names and its pending writes."""
+    rows = ExternalCheckpoint.objects.for_tenant(principal.tenant)
+    if thread_id is not None:
+        rows = rows.filter(thread_id=thread_id)
+    if checkpoint_ns is not None:
+        rows = rows.filter(checkpoint_ns=checkpoint_ns)
+    if checkpoint_id:
+        rows = rows.filter(checkpoint_id=checkpoint_id)
+    if before:
+        rows = rows.filter(checkpoint_id__lt=before)
+    for key, value in (metadata or {}).items():
+        rows = rows.filter(metadata__contains={key: value}, **{"metadata__has_key": key})
+    rows = rows.order_by("thread_id", "checkpoint_ns", "-checkpoint_id")
+    found = [r for r in rows if _equal_metadata(r.metadata, metadata)]
+    if limit is not None:
+        found = found[: max(limit, 0)]
+    return [_with_values(principal, row) for row in found]
+
+
+def _equal_metadata(stored: dict[str, Any], wanted: dict[str, Any] | None) -> bool:
+    # Containment narrowed the rows in SQL; a filter means equality of each value.
+    return all(stored.get(k) == v for k, v in (wanted or {}).items())
+
+
+def _with_values(principal: Principal, row: ExternalCheckpoint) -> dict[str, Any]:
+    versions = {str(k): str(v) for k, v in (row.channel_versions or {}).items()}
+    blobs = (
+        ExternalBlob.objects.for_tenant(principal.tenant).filter(
+            thread_id=row.thread_id,
+            checkpoint_ns=row.checkpoint_ns,
+            channel__in=list(versions),
+            version__in=list(versions.values()),
+        )
+        if versions
+        else []
+    )
+    values = [
+        {"channel": b.channel, "version": b.version, "type": b.type, "blob": bytes(b.blob)}
+        for b in blobs
+        if versions.get(b.channel) == b.version
+    ]
+    writes = ExternalWrite.objects.for_tenant(principal.tenant).filter(
+        thread_id=row.thread_id, checkpoint_ns=row.checkpoint_ns, checkpoint_id=row.checkpoint_id
+    )
+    return {
+        "thread_id": row.thread_id,
+        "checkpoint_ns": row.checkpoint_ns,
+        "checkpoint_id": row.checkpoint_id,
+        "parent_checkpoint_id": row.parent_checkpoint_id,
+        "type": row.type,
+        "blob": bytes(row.blob),
+        "metadata": row.metadata,
+        "values": values,
+        "writes": [
+            {
+                "task_id": w.task_id,
+                "task_path": w.task_path,
+                "idx": w.idx,
+                "channel": w.channel,
+                "type": w.type,
+                "blob": bytes(w.blob),
+            }
+            for w in writes
+        ],
+        "run_id": str(row.run_id),
+    }

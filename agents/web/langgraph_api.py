@@ -1,0 +1,188 @@
+"""The REST endpoints `AgentStateSaver` (sdk/python) keeps LangGraph threads through:
+checkpoints with their channel values, pending writes, and deleting a thread. Bytes travel as
+base64 and are never interpreted here; see agents/runtime/external.py."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agents.runtime import external
+from core import json_input
+from core.api import ApiView, error_responses, validated
+from core.serializers import JSONObjectField
+
+TAGS = ["langgraph"]
+# A graph saves a checkpoint and a task's writes per step: counted as reads, not as the
+# writes that start runs and cost model money (tenants may set their own rates).
+BUCKET = "read"
+
+
+class Base64Field(serializers.CharField):
+    """Bytes as standard base64 text ("" is no bytes)."""
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        # CharField returns "" for a blank value without calling to_internal_value.
+        text = super().run_validation(data)
+        if isinstance(text, bytes):
+            return text
+        try:
+            return base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise serializers.ValidationError("Not base64.") from None
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+class BlobSerializer(serializers.Serializer):
+    channel = serializers.CharField(max_length=200)
+    version = serializers.CharField(max_length=100)
+    type = serializers.CharField(max_length=50)
+    blob = Base64Field(allow_blank=True, trim_whitespace=False)
+
+
+class CheckpointPutSerializer(serializers.Serializer):
+    thread_id = serializers.CharField(max_length=200)
+    checkpoint_ns = serializers.CharField(max_length=200, allow_blank=True, default="")
+    checkpoint_id = serializers.CharField(max_length=100)
+    parent_checkpoint_id = serializers.CharField(max_length=100, allow_blank=True, default="")
+    type = serializers.CharField(max_length=50)
+    blob = Base64Field(trim_whitespace=False)
+    metadata = JSONObjectField(default=dict)
+    channel_versions = JSONObjectField(default=dict)
+    blobs = BlobSerializer(many=True, default=list)
+    preview = JSONObjectField(default=dict)
+    step = serializers.CharField(max_length=100, allow_blank=True, default="")
+
+
+class WriteSerializer(serializers.Serializer):
+    idx = serializers.IntegerField(min_value=-1000, max_value=1_000_000)
+    channel = serializers.CharField(max_length=200)
+    type = serializers.CharField(max_length=50)
+    blob = Base64Field(allow_blank=True, trim_whitespace=False)
+
+
+class WritesPutSerializer(serializers.Serializer):
+    thread_id = serializers.CharField(max_length=200)
+    checkpoint_ns = serializers.CharField(max_length=200, allow_blank=True, default="")
+    checkpoint_id = serializers.CharField(max_length=100)
+    task_id = serializers.CharField(max_length=200)
+    task_path = serializers.CharField(max_length=500, allow_blank=True, default="")
+    writes = WriteSerializer(many=True)
+
+
+class CheckpointQuerySerializer(serializers.Serializer):
+    thread_id = serializers.CharField(max_length=200, required=False)
+    checkpoint_ns = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    checkpoint_id = serializers.CharField(max_length=100, required=False)
+    before = serializers.CharField(max_length=100, required=False)
+    limit = serializers.IntegerField(min_value=0, max_value=10_000, required=False)
+    metadata = serializers.CharField(max_length=10_000, required=False)
+
+    def validate_metadata(self, value: str) -> dict[str, Any]:
+        try:
+            parsed = json_input.loads(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(f"Not JSON: {exc}") from None
+        if not isinstance(parsed, dict):
+            raise serializers.ValidationError("A JSON object of metadata keys and values.")
+        return parsed
+
+
+class CheckpointsView(ApiView):
+    rate_bucket = BUCKET
+
+    @extend_schema(
+        operation_id="langgraph_checkpoints_list",
+        tags=TAGS,
+        parameters=[CheckpointQuerySerializer],
+        responses={200: serializers.DictField(), **error_responses(400)},
+    )
+    def get(self, request: Request) -> Response:
+        """Checkpoints of the tenant's LangGraph threads, newest first, with their channel
+        values and pending writes (the saver's get_tuple and list)."""
+        query = validated(CheckpointQuerySerializer, request.query_params)
+        found = external.external_checkpoints(
+            principal=request.principal,
+            thread_id=query.get("thread_id"),
+            checkpoint_ns=query.get("checkpoint_ns"),
+            checkpoint_id=query.get("checkpoint_id"),
+            before=query.get("before"),
+            metadata=query.get("metadata"),
+            limit=query.get("limit"),
+        )
+        return Response({"results": [_encoded(c) for c in found]})
+
+    @extend_schema(
+        operation_id="langgraph_checkpoints_put",
+        tags=TAGS,
+        request=CheckpointPutSerializer,
+        responses={201: serializers.DictField(), **error_responses(400, 403)},
+    )
+    def post(self, request: Request) -> Response:
+        """Save a checkpoint (the same id again replaces it): idempotent by its id."""
+        data = validated(CheckpointPutSerializer, request.data)
+        _json_only(data["metadata"])
+        saved = external.external_checkpoint_put(principal=request.principal, **data)
+        return Response(
+            {
+                "thread_id": saved.thread_id,
+                "checkpoint_ns": saved.checkpoint_ns,
+                "checkpoint_id": saved.checkpoint_id,
+                "run_id": str(saved.run_id),
+            },
+            status=201,
+        )
+
+
+class WritesView(ApiView):
+    rate_bucket = BUCKET
+
+    @extend_schema(
+        operation_id="langgraph_writes_put",
+        tags=TAGS,
+        request=WritesPutSerializer,
+        responses={204: None, **error_responses(400, 403)},
+    )
+    def post(self, request: Request) -> Response:
+        """Save a task's pending writes: idempotent by (checkpoint, task, index)."""
+        data = validated(WritesPutSerializer, request.data)
+        external.external_writes_put(principal=request.principal, **data)
+        return Response(status=204)
+
+
+class ThreadView(ApiView):
+    rate_bucket = BUCKET
+
+    @extend_schema(
+        operation_id="langgraph_thread_delete",
+        tags=TAGS,
+        responses={204: None, **error_responses(403)},
+    )
+    def delete(self, request: Request, thread_id: str) -> Response:
+        """Forget a thread: every checkpoint, value and write of it (404 never: idempotent)."""
+        external.external_thread_delete(principal=request.principal, thread_id=thread_id)
+        return Response(status=204)
+
+
+def _encoded(found: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **found,
+        "blob": _b64(found["blob"]),
+        "values": [{**v, "blob": _b64(v["blob"])} for v in found["values"]],
+        "writes": [{**w, "blob": _b64(w["blob"])} for w in found["writes"]],
+    }
+
+
+def _json_only(metadata: dict[str, Any]) -> None:
+    # Stored as jsonb and filtered on: it must survive a JSON round trip unchanged.
+    json.dumps(metadata)

@@ -1,0 +1,301 @@
+"""`AgentStateSaver`: a LangGraph checkpointer that keeps threads in AgentState, so a graph
+running anywhere resumes from its last checkpoint and its threads show in the console as
+sessions with runs, checkpoints and their timeline.
+
+    saver = AgentStateSaver("https://agents.example.com", api_key="ak_...")
+    graph = builder.compile(checkpointer=saver)
+    graph.invoke(inputs, {"configurable": {"thread_id": "order-1042"}})
+
+Checkpoints, channel values and pending writes are serialized here with LangGraph's own
+serializer (`self.serde`) and stored as opaque bytes; AgentState also keeps a readable preview
+of each checkpoint's values for its pages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import random
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
+
+from agentstate_client.client import Client
+
+PREVIEW_CHARS = 2000
+
+
+class AgentStateSaver(BaseCheckpointSaver[str]):
+    def __init__(
+        self, base_url: str, api_key: str, *, client: Client | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self._client = client or Client(base_url, api_key)
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint the config names, or the thread's latest in its namespace."""
+        conf = config["configurable"]
+        query: dict[str, Any] = {
+            "thread_id": conf["thread_id"],
+            "checkpoint_ns": conf.get("checkpoint_ns", ""),
+        }
+        checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id:
+            query["checkpoint_id"] = checkpoint_id
+        else:
+            query["limit"] = 1
+        found = self._client.get("langgraph/checkpoints", **query)["results"]
+        if not found:
+            return None
+        return self._tuple(found[0], config if checkpoint_id else None)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first, by thread, namespace, metadata and position."""
+        query: dict[str, Any] = {}
+        if config is not None:
+            conf = config["configurable"]
+            query["thread_id"] = conf["thread_id"]
+            if conf.get("checkpoint_ns") is not None:
+                query["checkpoint_ns"] = conf["checkpoint_ns"]
+            if checkpoint_id := get_checkpoint_id(config):
+                query["checkpoint_id"] = checkpoint_id
+        if before is not None and (before_id := get_checkpoint_id(before)):
+            query["before"] = before_id
+        if filter:
+            query["metadata"] = json.dumps(filter)
+        if limit is not None:
+            query["limit"] = max(limit, 0)
+        for found in self._client.get("langgraph/checkpoints", **query)["results"]:
+            yield self._tuple(found, None)
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Save a checkpoint and the channel values it introduced."""
+        conf = config["configurable"]
+        thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        values = dict(checkpoint.get("channel_values", {}))
+        rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        blobs = []
+        for channel, version in new_versions.items():
+            typed = self.serde.dumps_typed(values[channel]) if channel in values else ("empty", b"")
+            blobs.append(
+                {
+                    "channel": channel,
+                    "version": str(version),
+                    "type": typed[0],
+                    "blob": _b64(typed[1]),
+                }
+            )
+        kind, raw = self.serde.dumps_typed(rest)
+        full_metadata = get_checkpoint_metadata(config, metadata)
+        self._client.post(
+            "langgraph/checkpoints",
+            {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+                "parent_checkpoint_id": conf.get("checkpoint_id") or "",
+                "type": kind,
+                "blob": _b64(raw),
+                "metadata": _jsonable(full_metadata),
+                "channel_versions": {k: str(v) for k, v in checkpoint["channel_versions"].items()},
+                "blobs": blobs,
+                "preview": _preview(values),
+                "step": _step_name(full_metadata),
+            },
+        )
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Save a task's pending writes for the checkpoint the config names."""
+        conf = config["configurable"]
+        encoded = []
+        for idx, (channel, value) in enumerate(writes):
+            kind, raw = self.serde.dumps_typed(value)
+            encoded.append(
+                {
+                    "idx": WRITES_IDX_MAP.get(channel, idx),
+                    "channel": channel,
+                    "type": kind,
+                    "blob": _b64(raw),
+                }
+            )
+        self._client.post(
+            "langgraph/writes",
+            {
+                "thread_id": conf["thread_id"],
+                "checkpoint_ns": conf.get("checkpoint_ns", ""),
+                "checkpoint_id": conf["checkpoint_id"],
+                "task_id": task_id,
+                "task_path": task_path,
+                "writes": encoded,
+            },
+        )
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Forget every checkpoint, value and write of the thread."""
+        self._client.delete(f"langgraph/threads/{thread_id}")
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Versions that sort as strings: a zero-padded counter and a random tiebreak."""
+        if current is None:
+            number = 0
+        elif isinstance(current, int):
+            number = current
+        else:
+            number = int(str(current).split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
+
+    # --- async: the same calls in a worker thread -----------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        found = await asyncio.to_thread(
+            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+        )
+        for item in found:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    def _tuple(self, found: dict[str, Any], config: RunnableConfig | None) -> CheckpointTuple:
+        checkpoint = self.serde.loads_typed((found["type"], _unb64(found["blob"])))
+        values = {}
+        for value in found["values"]:
+            if value["type"] != "empty":
+                values[value["channel"]] = self.serde.loads_typed(
+                    (value["type"], _unb64(value["blob"]))
+                )
+        writes = sorted(
+            found["writes"], key=lambda w: writes_sort_key(w["task_path"], w["task_id"], w["idx"])
+        )
+        own = {
+            "configurable": {
+                "thread_id": found["thread_id"],
+                "checkpoint_ns": found["checkpoint_ns"],
+                "checkpoint_id": found["checkpoint_id"],
+            }
+        }
+        parent = found["parent_checkpoint_id"]
+        return CheckpointTuple(
+            config=config or own,
+            checkpoint={**checkpoint, "channel_values": values},
+            metadata=found["metadata"],
+            parent_config=(
+                {
+                    "configurable": {
+                        "thread_id": found["thread_id"],
+                        "checkpoint_ns": found["checkpoint_ns"],
+                        "checkpoint_id": parent,
+                    }
+                }
+                if parent
+                else None
+            ),
+            pending_writes=[
+                (w["task_id"], w["channel"], self.serde.loads_typed((w["type"], _unb64(w["blob"]))))
+                for w in writes
+            ],
+        )
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.b64decode(text)
+
+
+def _jsonable(value: Any) -> Any:
+    """Metadata as JSON (values JSON cannot hold become their text)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _preview(values: dict[str, Any]) -> dict[str, Any]:
+    """What AgentState's pages show of the state: each channel's value as JSON, long values
+    cut (the exact values stay in the serialized checkpoint)."""
+    shown: dict[str, Any] = {}
+    for channel, value in values.items():
+        if channel.startswith("__"):
+            continue
+        text = json.dumps(value, default=repr)
+        shown[channel] = json.loads(text) if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS]
+    return shown
+
+
+def _step_name(metadata: dict[str, Any]) -> str:
+    """ "input -1", "loop 0", ...: LangGraph's source of the checkpoint and its step number."""
+    source = str(metadata.get("source") or "step")
+    return f"{source} {metadata.get('step', '')}".strip()[:100]

@@ -1,0 +1,125 @@
+"""AgentStateSaver (sdk/python) against the live server: the public LangGraph checkpointer
+conformance suite, a real graph resuming from AgentState, and the thread on its pages."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import operator
+from typing import Annotated, TypedDict
+
+import pytest
+from agentstate_client import AgentStateSaver
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES
+from langgraph.graph import START, StateGraph
+
+from agents.runtime.models import AgentSession, Checkpoint, ExternalCheckpoint, Run
+from tenants.scope import tenant_scope
+from tests import factories
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def in_thread(coroutine):
+    # An earlier test may have left an event loop running in this thread.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+@pytest.fixture
+def saver_factory(console_url, tenant_a):
+    key = factories.make_api_key(tenant_a, ["read", "write"]).raw
+    return lambda: AgentStateSaver(console_url, api_key=key)
+
+
+def test_the_saver_passes_the_base_capabilities_of_the_conformance_suite(saver_factory):
+    @checkpointer_test(name="AgentStateSaver")
+    async def agentstate_saver():
+        yield saver_factory()
+
+    report = in_thread(
+        validate(agentstate_saver, capabilities={c.value for c in BASE_CAPABILITIES})
+    )
+
+    failures = {
+        name: [f"{f.test_name}: {f.error}"[:300] for f in result.failures]
+        for name, result in report.results.items()
+        if result.passed is False
+    }
+    assert failures == {}
+    assert {name for name, r in report.results.items() if r.passed} == {
+        c.value for c in BASE_CAPABILITIES
+    }
+
+
+class Tally(TypedDict):
+    seen: Annotated[list[str], operator.add]
+
+
+def test_a_graph_resumes_its_thread_from_agentstate_and_the_thread_is_a_session(
+    saver_factory, tenant_a
+):
+    def first(state: Tally) -> Tally:
+        return {"seen": ["first"]}
+
+    def second(state: Tally) -> Tally:
+        return {"seen": ["second"]}
+
+    builder = StateGraph(Tally)
+    builder.add_node("first", first)
+    builder.add_node("second", second)
+    builder.add_edge(START, "first")
+    builder.add_edge("first", "second")
+    config = {"configurable": {"thread_id": "order-1042"}}
+
+    builder.compile(checkpointer=saver_factory()).invoke({"seen": []}, config)
+    # Another process, another saver: the thread continues from what AgentState kept.
+    again = builder.compile(checkpointer=saver_factory())
+    result = again.invoke({"seen": ["more"]}, config)
+
+    assert result["seen"] == ["first", "second", "more", "first", "second"]
+    with tenant_scope(tenant_a.pk):
+        session = AgentSession.objects.get(agent="langgraph", title="order-1042")
+        [run] = Run.objects.filter(session=session)
+        shown = list(Checkpoint.objects.filter(run=run).order_by("seq"))
+        saved = ExternalCheckpoint.objects.filter(run=run).count()
+    assert run.status == "succeeded" and len(shown) == saved >= 6
+    assert shown[-1].state == {"seen": ["first", "second", "more", "first", "second"]}
+    assert [c.step for c in shown][:3] == ["input -1", "loop 0", "loop 1"]
+
+
+def test_another_tenants_key_sees_nothing_of_the_thread(saver_factory, console_url, tenant_b):
+    saver = saver_factory()
+    builder = StateGraph(Tally)
+    builder.add_node("first", lambda state: {"seen": ["x"]})
+    builder.add_edge(START, "first")
+    builder.compile(checkpointer=saver).invoke({"seen": []}, {"configurable": {"thread_id": "t"}})
+
+    outsider = AgentStateSaver(console_url, factories.make_api_key(tenant_b, ["read", "write"]).raw)
+    assert outsider.get_tuple({"configurable": {"thread_id": "t"}}) is None
+    assert list(outsider.list(None)) == []
+    outsider.delete_thread("t")  # nothing of theirs: nothing happens
+    assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is not None
+
+
+def test_the_threads_run_shows_on_the_run_page_and_in_the_console(
+    saver_factory, client_for, tenant_a
+):
+    builder = StateGraph(Tally)
+    builder.add_node("first", lambda state: {"seen": ["shown"]})
+    builder.add_edge(START, "first")
+    builder.compile(checkpointer=saver_factory()).invoke(
+        {"seen": []}, {"configurable": {"thread_id": "visible"}}
+    )
+    with tenant_scope(tenant_a.pk):
+        run = Run.objects.get(session__title="visible", agent="langgraph")
+    admin = client_for("admin")
+
+    page = admin.get(f"/runs/{run.pk}/")
+    console = admin.get(f"/console/runs/{run.pk}/")
+    listed = admin.get("/runs/")
+
+    assert page.status_code == console.status_code == listed.status_code == 200
+    assert "shown" in page.content.decode()
+    assert str(run.pk)[:8] in listed.content.decode()
