@@ -128,6 +128,51 @@ def _tool_call_row(tenant: Tenant):
     )
 
 
+def _external_checkpoint_row(tenant: Tenant):
+    from agents.runtime.models import ExternalCheckpoint
+
+    shown = _checkpoint_row(tenant)
+    return ExternalCheckpoint.objects.create(
+        tenant=tenant,
+        shown_as=shown,
+        run_id=shown.run_id,
+        thread_id=uuid.uuid4().hex,
+        checkpoint_id="1",
+        type="json",
+        blob=b"{}",
+    )
+
+
+def _external_blob_row(tenant: Tenant):
+    from agents.runtime.models import ExternalBlob
+
+    return ExternalBlob.objects.create(
+        tenant=tenant,
+        run=_run_row(tenant),
+        thread_id=uuid.uuid4().hex,
+        channel="c",
+        version="1",
+        type="json",
+        blob=b"1",
+    )
+
+
+def _external_write_row(tenant: Tenant):
+    from agents.runtime.models import ExternalWrite
+
+    return ExternalWrite.objects.create(
+        tenant=tenant,
+        run=_run_row(tenant),
+        thread_id=uuid.uuid4().hex,
+        checkpoint_id="1",
+        task_id="t",
+        idx=0,
+        channel="c",
+        type="json",
+        blob=b"1",
+    )
+
+
 def _idempotency_row(tenant: Tenant):
     from django.utils import timezone
 
@@ -263,6 +308,9 @@ TENANT_OWNED_ROWS = {
             ("agents.RunEvent", _run_event_row),
             ("agents.RunEventLog", _run_event_log_rows),
             ("agents.PackedContext", _packed_context_row),
+            ("agents.ExternalCheckpoint", _external_checkpoint_row),
+            ("agents.ExternalBlob", _external_blob_row),
+            ("agents.ExternalWrite", _external_write_row),
             ("approvals.ApprovalRequest", _approval_row),
             ("approvals.ApprovalPolicy", _approval_policy_row),
             ("approvals.ApproverGroup", _approver_group_row),
