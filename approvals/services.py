@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from agents.runtime import progress, queue
+from agents.runtime import external, progress, queue
 from agents.runtime.models import Run, RunStatus
 from approvals import notifications
 from approvals.arguments import arguments_check
@@ -230,26 +230,25 @@ def _resume(
     }
     if expired:
         decision["expired"] = True
-    resumed = (
-        Run.objects.for_tenant(request.tenant_id)
-        .filter(pk=request.run_id, status=RunStatus.WAITING_APPROVAL, waiting_for=str(request.pk))
-        .update(
-            status=RunStatus.QUEUED,
-            waiting_for="",
-            wake_payload={"decision": decision},
-            version=F("version") + 1,
-        )
+    runs = Run.objects.for_tenant(request.tenant_id).filter(pk=request.run_id)
+    # A LangGraph thread's run (agents/runtime/external.py) is resumed by its own process,
+    # which reads the decision: it is not queued for our workers.
+    elsewhere = runs.filter(agent=external.AGENT).exists()
+    status = RunStatus.SUCCEEDED if elsewhere else RunStatus.QUEUED
+    resumed = runs.filter(status=RunStatus.WAITING_APPROVAL, waiting_for=str(request.pk)).update(
+        status=status,
+        waiting_for="",
+        wake_payload={"decision": decision},
+        version=F("version") + 1,
     )
     _publish(request, "approval.decided")
     if resumed:
         progress.publish(
-            tenant_id=request.tenant_id,
-            run_id=request.run_id,
-            kind="run.status",
-            status=RunStatus.QUEUED,
+            tenant_id=request.tenant_id, run_id=request.run_id, kind="run.status", status=status
         )
-        tenant_id, run_id = request.tenant_id, request.run_id
-        transaction.on_commit(lambda: queue.enqueue_run(tenant_id=tenant_id, run_id=run_id))
+        if not elsewhere:
+            tenant_id, run_id = request.tenant_id, request.run_id
+            transaction.on_commit(lambda: queue.enqueue_run(tenant_id=tenant_id, run_id=run_id))
     return bool(resumed)
 
 

@@ -12,12 +12,14 @@ Everything runs in the caller's transaction and tenant scope (row-level security
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from agents.runtime import extensions
 from agents.runtime.definitions import Agent, register
 from agents.runtime.errors import PermanentStepError
 from agents.runtime.models import (
@@ -190,11 +192,15 @@ def external_writes_put(
     task_id: str,
     task_path: str,
     writes: list[dict[str, Any]],
+    interrupts: list[dict[str, Any]] | None = None,
 ) -> None:
     """Save a task's pending writes. A regular write (idx >= 0) is kept as first written;
-    the special ones (errors, interrupts: idx < 0) are replaced, as LangGraph's savers do."""
+    the special ones (errors, interrupts: idx < 0) are replaced, as LangGraph's savers do.
+    An interrupt whose value names an `action` pauses the run for a person's decision."""
     run = _run(principal, thread_id, checkpoint_ns, create=True)
     assert run is not None
+    for interrupt in interrupts or []:
+        _pause(run, interrupt)
     for write in writes:
         key = {
             "thread_id": thread_id,
@@ -304,3 +310,52 @@ def _with_values(principal: Principal, row: ExternalCheckpoint) -> dict[str, Any
         ],
         "run_id": str(row.run_id),
     }
+
+
+def _pause(run: Run, interrupt: dict[str, Any]) -> None:
+    """`interrupt({"action", "arguments", "reason", "amount"})` in a graph: an approval request
+    in the inbox (through the registered pause handler, so the tenant's policies apply). The
+    same interrupt again (a retried request) changes nothing."""
+    value = interrupt.get("value")
+    if not isinstance(value, dict) or not isinstance(value.get("action"), str):
+        return  # an interrupt for something else: the graph's own business
+    request_id = uuid.uuid5(uuid.NAMESPACE_URL, f"agentstate:{run.pk}:{interrupt.get('id')}")
+    decided = (run.wake_payload or {}).get("decision") or {}
+    if run.waiting_for == str(request_id) or decided.get("request_id") == str(request_id):
+        return
+    arguments = value.get("arguments") if isinstance(value.get("arguments"), dict) else {}
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.WAITING_APPROVAL,
+        waiting_for=str(request_id),
+        wake_payload=None,
+        version=run.version + 1,
+    )
+    extensions.pause_handler("approval")(
+        extensions.Pause(
+            id=request_id,
+            tenant_id=run.tenant_id,
+            run_id=run.pk,
+            checkpoint_seq=run.step_seq,
+            step=run.current_step,
+            action=value["action"][:100],
+            arguments=arguments,
+            reason=str(value.get("reason") or "")[:2000],
+            amount=value.get("amount") if isinstance(value.get("amount"), int | float) else None,
+            due_at=None,
+        )
+    )
+    publish(
+        tenant_id=run.tenant_id,
+        run_id=run.pk,
+        kind="run.status",
+        status=RunStatus.WAITING_APPROVAL,
+    )
+
+
+def external_decision(*, principal: Principal, thread_id: str, checkpoint_ns: str) -> dict:
+    """Where the thread's run stands: waiting for a person, or the decision they made."""
+    run = _run(principal, thread_id, checkpoint_ns, create=False)
+    if run is None:
+        return {"status": None, "decision": None}
+    decision = (run.wake_payload or {}).get("decision")
+    return {"status": run.status, "waiting_for": run.waiting_for, "decision": decision}

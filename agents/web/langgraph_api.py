@@ -71,6 +71,11 @@ class WriteSerializer(serializers.Serializer):
     blob = Base64Field(allow_blank=True, trim_whitespace=False)
 
 
+class InterruptSerializer(serializers.Serializer):
+    id = serializers.CharField(max_length=200)
+    value = serializers.JSONField()
+
+
 class WritesPutSerializer(serializers.Serializer):
     thread_id = serializers.CharField(max_length=200)
     checkpoint_ns = serializers.CharField(max_length=200, allow_blank=True, default="")
@@ -78,6 +83,9 @@ class WritesPutSerializer(serializers.Serializer):
     task_id = serializers.CharField(max_length=200)
     task_path = serializers.CharField(max_length=500, allow_blank=True, default="")
     writes = WriteSerializer(many=True)
+    # The values of `interrupt(...)` calls among the writes, as JSON (the bytes are opaque
+    # here): one naming an `action` is an approval request.
+    interrupts = InterruptSerializer(many=True, default=list)
 
 
 class CheckpointQuerySerializer(serializers.Serializer):
@@ -158,6 +166,32 @@ class WritesView(ApiView):
         data = validated(WritesPutSerializer, request.data)
         external.external_writes_put(principal=request.principal, **data)
         return Response(status=204)
+
+
+class ThreadQuerySerializer(serializers.Serializer):
+    thread_id = serializers.CharField(max_length=200)
+    checkpoint_ns = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+
+class DecisionView(ApiView):
+    rate_bucket = BUCKET
+
+    @extend_schema(
+        operation_id="langgraph_decision",
+        tags=TAGS,
+        parameters=[ThreadQuerySerializer],
+        responses={200: serializers.DictField(), **error_responses(400)},
+    )
+    def get(self, request: Request) -> Response:
+        """Whether the thread waits for a person's decision, and the decision once made
+        (what `AgentStateSaver.decision` returns, to resume with `Command(resume=...)`)."""
+        query = validated(ThreadQuerySerializer, request.query_params)
+        found = external.external_decision(
+            principal=request.principal,
+            thread_id=query["thread_id"],
+            checkpoint_ns=query.get("checkpoint_ns", ""),
+        )
+        return Response(found)
 
 
 class ThreadView(ApiView):

@@ -43,7 +43,7 @@ def test_the_saver_passes_the_base_capabilities_of_the_conformance_suite(saver_f
     )
 
     failures = {
-        name: [f"{f.test_name}: {f.error}"[:300] for f in result.failures]
+        name: [str(f)[:300] for f in result.failures]
         for name, result in report.results.items()
         if result.passed is False
     }

@@ -22,6 +22,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    INTERRUPT,
     WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
@@ -150,8 +151,10 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
     ) -> None:
         """Save a task's pending writes for the checkpoint the config names."""
         conf = config["configurable"]
-        encoded = []
+        encoded, interrupts = [], []
         for idx, (channel, value) in enumerate(writes):
+            if channel == INTERRUPT:
+                interrupts += _interrupts(value)
             kind, raw = self.serde.dumps_typed(value)
             encoded.append(
                 {
@@ -170,8 +173,21 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
                 "task_id": task_id,
                 "task_path": task_path,
                 "writes": encoded,
+                "interrupts": interrupts,
             },
         )
+
+    def decision(self, config: RunnableConfig) -> dict[str, Any] | None:
+        """The decision a person made on the thread's `interrupt({"action": ...})` (approved,
+        arguments as they may have edited them, comment), or None while it waits. Resume the
+        graph with `Command(resume=saver.decision(config))`."""
+        conf = config["configurable"]
+        found = self._client.get(
+            "langgraph/decision",
+            thread_id=conf["thread_id"],
+            checkpoint_ns=conf.get("checkpoint_ns", ""),
+        )
+        return found.get("decision")
 
     def delete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, value and write of the thread."""
@@ -268,6 +284,20 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
                 for w in writes
             ],
         )
+
+
+def _interrupts(value: Any) -> list[dict[str, Any]]:
+    """The JSON values of the interrupts in an INTERRUPT write (others are left out)."""
+    found = []
+    for interrupt in value if isinstance(value, list | tuple) else [value]:
+        if not getattr(interrupt, "id", None) or not hasattr(interrupt, "value"):
+            continue  # not an Interrupt: nothing a person could decide
+        try:
+            payload = json.loads(json.dumps(interrupt.value))
+        except (TypeError, ValueError):
+            continue
+        found.append({"id": str(interrupt.id), "value": payload})
+    return found
 
 
 def _b64(raw: bytes) -> str:
