@@ -432,11 +432,15 @@ def cleanup_tenant(tenant) -> str:
     try:
         with tenant_scope(tenant.pk), connection.cursor() as cursor:
             for table in (
+                "agents_externalwrite",
+                "agents_externalblob",
+                "agents_externalcheckpoint",
                 "agents_runevent",
                 "agents_checkpoint",
                 "agents_stepattempt",
                 "agents_toolcall",
                 "agents_run",
+                "agents_agentsession",
             ):
                 cursor.execute(f"DELETE FROM {table} WHERE tenant_id = %s", [str(tenant.pk)])
         return f"deleted the runs of tenant {tenant.slug}"
@@ -563,3 +567,57 @@ def enqueue(tenant_id: Any, run_id: str, queue: str) -> None:
 
 def dump_json(result: dict[str, Any]) -> None:
     print(json.dumps(result), flush=True)
+
+
+# --------------------------------------------------------------------------- an AgentState server
+
+
+def api_key_for(tenant) -> str:
+    """A read/write API key of `tenant` (its raw secret), made by the services."""
+    from tenants.scope import tenant_scope
+    from tenants.services import api_key_create
+
+    with tenant_scope(tenant.pk):
+        return api_key_create(
+            actor=principal_for(tenant), name="bench", scopes=["read", "write"]
+        ).raw
+
+
+@contextlib.contextmanager
+def asgi_server(label: str) -> Iterator[str]:
+    """uvicorn serving AgentState (one process) on the bench's servers; yields its URL."""
+    import socket
+    from urllib.request import urlopen
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {
+        **os.environ,  # setup_django() put the embedded servers' URLs there
+        "DEBUG": "1",
+        "API_RATE_LIMIT_READ": "1000000/min",
+        "API_RATE_LIMIT_WRITE": "1000000/min",
+        "PYTHONUNBUFFERED": "1",
+    }
+    log = open(Path(tempfile.gettempdir()) / f"{label}.log", "w")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
+         "--port", str(port), "--lifespan", "off", "--no-access-log", "--log-level", "warning"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urlopen(url + "/healthz", timeout=1)
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{label}: the server did not start ({log.name})") from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(20)
+        log.close()

@@ -100,16 +100,36 @@ class RawFloor:
         self.conn.close()
 
 
+def _chain_graph(steps: int, checkpointer: Any) -> Any:
+    """A StateGraph of `steps` no-op nodes in a chain, compiled with `checkpointer`."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict):
+        i: int
+
+    def noop(state: State) -> dict:
+        return {"i": state["i"] + 1}
+
+    graph = StateGraph(State)
+    names = [f"n{index}" for index in range(steps)]
+    for name in names:
+        graph.add_node(name, noop)
+    graph.add_edge(START, names[0])
+    for a, b in zip(names, names[1:], strict=False):
+        graph.add_edge(a, b)
+    graph.add_edge(names[-1], END)
+    return graph.compile(checkpointer=checkpointer)
+
+
 class LangGraphPeer:
     """LangGraph: a StateGraph of `steps` no-op nodes in a chain, PostgresSaver checkpointer
     on its own connection (autocommit, prepare_threshold=0, dict rows, as its docs ask)."""
 
     def __init__(self, steps: int, *, durability: str | None) -> None:
-        from typing import TypedDict
-
         import psycopg
         from langgraph.checkpoint.postgres import PostgresSaver
-        from langgraph.graph import END, START, StateGraph
         from psycopg.rows import dict_row
 
         ensure_database(BENCH_DB)
@@ -124,22 +144,7 @@ class LangGraphPeer:
         )
         self.saver = PostgresSaver(self.conn)
         self.saver.setup()
-
-        class State(TypedDict):
-            i: int
-
-        def noop(state: State) -> dict:
-            return {"i": state["i"] + 1}
-
-        graph = StateGraph(State)
-        names = [f"n{index}" for index in range(steps)]
-        for name in names:
-            graph.add_node(name, noop)
-        graph.add_edge(START, names[0])
-        for a, b in zip(names, names[1:], strict=False):
-            graph.add_edge(a, b)
-        graph.add_edge(names[-1], END)
-        self.graph = graph.compile(checkpointer=self.saver)
+        self.graph = _chain_graph(steps, self.saver)
         self.durability = durability
         self.steps = steps
 
@@ -158,6 +163,28 @@ class LangGraphPeer:
 
     def close(self) -> None:
         self.conn.close()
+
+
+class LangGraphAgentStatePeer(LangGraphPeer):
+    """The same graph with `AgentStateSaver` (sdk/python): every checkpoint and write an HTTP
+    request to an AgentState server (uvicorn, one process) on the same machine."""
+
+    def __init__(self, steps: int, *, url: str, api_key: str, durability: str | None) -> None:
+        from agentstate_client import AgentStateSaver
+
+        self.saver = AgentStateSaver(url, api_key)
+        self.graph = _chain_graph(steps, self.saver)
+        self.durability = durability
+        self.steps = steps
+
+    def truncate(self) -> None:
+        pass
+
+    def pgconns(self) -> list[Any]:
+        return []  # the server's connections are in another process
+
+    def close(self) -> None:
+        self.saver._client.close()
 
 
 class DBOSPeer:

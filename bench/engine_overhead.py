@@ -43,11 +43,14 @@ LABELS = {
     "raw1": "raw floor, 1 round trip (CTE, autocommit)",
     "lg": "LangGraph + PostgresSaver (default async)",
     "lg_sync": "LangGraph + PostgresSaver durability=sync",
+    "lg_as": "LangGraph + AgentStateSaver over HTTP",
     "dbos": "DBOS workflow of 20 @DBOS.step",
     "ours": "AgentState drive() in-process",
     "celery": "AgentState via Celery, 1 solo worker",
 }
 PEERS = ("lg", "lg_sync", "dbos")
+# Variants that need an AgentState server (uvicorn) running for the bench.
+OVER_HTTP = ("lg_as",)
 
 
 class Ours:
@@ -162,16 +165,29 @@ def main() -> int:
         else common.place_apart(together=args.placement == "together")
     )
     print(f"placement: {placement}")
-    from bench._peers import DBOSPeer, LangGraphPeer, RawFloor, describe_versions
+    from bench._peers import (
+        DBOSPeer,
+        LangGraphAgentStatePeer,
+        LangGraphPeer,
+        RawFloor,
+        describe_versions,
+    )
 
     keys = [k for k in LABELS if not args.only or k in args.only.split(",")]
     tenant = common.bench_tenant("overhead")
+    server = (
+        common.asgi_server("bench-overhead-asgi") if any(k in OVER_HTTP for k in keys) else _null()
+    )
+    url = server.__enter__()
     queue = f"bench-overhead-{uuid.uuid4().hex[:8]}"
     makers: dict[str, Callable[[], object]] = {
         "raw4": lambda: RawFloor(STEPS, one_round_trip=False),
         "raw1": lambda: RawFloor(STEPS, one_round_trip=True),
         "lg": lambda: LangGraphPeer(STEPS, durability=None),
         "lg_sync": lambda: LangGraphPeer(STEPS, durability="sync"),
+        "lg_as": lambda: LangGraphAgentStatePeer(
+            STEPS, url=url, api_key=common.api_key_for(tenant), durability=None
+        ),
         "dbos": lambda: DBOSPeer(STEPS),
         "ours": lambda: Ours(tenant),
         "celery": lambda: ThroughCelery(tenant, queue),
@@ -224,6 +240,7 @@ def main() -> int:
                 counts[key] = _traced_run(variant, monitor)
             monitor.close()
     except BaseException:
+        server.__exit__(None, None, None)
         common.cleanup_tenant(tenant)
         raise
     elapsed = time.perf_counter() - started
@@ -247,6 +264,7 @@ def main() -> int:
     for variant in variants.values():
         if hasattr(variant, "close"):
             variant.close()
+    server.__exit__(None, None, None)
     cleanup = common.cleanup_tenant(tenant)
     print(f"\n{cleanup}; {elapsed:.0f} s; server {settings}")
     common.dump_json(
@@ -356,6 +374,10 @@ def _ratios(results: dict[str, dict]) -> tuple[dict[str, float], dict[str, bool]
                         ratios[f"ours_vs_{peer}"] < 1,
                     )
                 )
+    if "lg_as" in med and "lg" in med:
+        # Informational (no target): the saver's HTTP round trips against LangGraph's own.
+        ratios["lg_as_vs_lg"] = med["lg_as"] / med["lg"]
+        lines.append(("AgentStateSaver / PostgresSaver", ratios["lg_as_vs_lg"], "-", True))
     if "celery" in med:
         for raw in ("raw4", "raw1"):
             if raw in med:
@@ -373,6 +395,9 @@ def _ratios(results: dict[str, dict]) -> tuple[dict[str, float], dict[str, bool]
         # same two writes in one round trip, is a stricter floor of our own: shown, not judged.
         if name.endswith("raw1"):
             print(f"  {name:<48}{value:>7.2f}   {'-':<7}  (stricter floor, for information)")
+            continue
+        if target == "-":
+            print(f"  {name:<48}{value:>7.2f}   {'-':<7}  (for information)")
             continue
         met[name.replace(" ", "_").replace("/", "vs").replace("-", "_")] = ok
         print(f"  {name:<48}{value:>7.2f}   {target:<7}  {'yes' if ok else 'NO'}")
