@@ -354,7 +354,12 @@ def _pause(run: Run, interrupt: dict[str, Any]) -> None:
 
 def external_decision(*, principal: Principal, thread_id: str, checkpoint_ns: str) -> dict:
     """Where the thread's run stands: waiting for a person, or the decision they made."""
-    run = _run(principal, thread_id, checkpoint_ns, create=False)
+    run = (
+        Run.objects.for_tenant(principal.tenant)
+        .filter(session__agent=AGENT, session__title=thread_id, input__checkpoint_ns=checkpoint_ns)
+        .only("status", "waiting_for", "wake_payload")
+        .first()
+    )
     if run is None:
         return {"status": None, "decision": None}
     decision = (run.wake_payload or {}).get("decision")
