@@ -110,6 +110,27 @@ def test_checkpoints_of_runs_finished_a_week_ago_go_and_others_stay(members):
     assert left == {runs["new_done"], runs["old_waiting"]}
 
 
+def test_a_langgraph_threads_checkpoints_are_its_state_and_outlive_checkpoint_retention(members):
+    from agents.runtime.models import Checkpoint, Run
+
+    ada = members["member"]
+    with tenant_scope(ada.tenant_id):
+        run = Run.objects.create(
+            tenant_id=ada.tenant_id,
+            agent="langgraph",  # agents/runtime/external.py: kept by conversation retention
+            agent_version=1,
+            current_step="external",
+            status="succeeded",
+            finished_at=timezone.now() - dt.timedelta(days=30),
+        )
+        Checkpoint.objects.create(
+            tenant_id=ada.tenant_id, run=run, seq=1, step="loop 0", state={}, schema_version=1
+        )
+    assert retention.purge_old_checkpoints() == 0
+    with tenant_scope(ada.tenant_id):
+        assert Checkpoint.objects.filter(run=run).count() == 1
+
+
 def test_the_beat_sweep_runs_every_retention_job_including_idempotency(members):
     counts = retention.sweep_all()
     assert set(counts) == {"facts", "sessions", "checkpoints", "idempotency"}
