@@ -211,12 +211,15 @@ def _decide(principal: Principal, approval: ApprovalRequest, data: Any) -> tuple
 
 
 def _memories_used(approval: ApprovalRequest) -> list[dict[str, Any]] | None:
-    """The memory items the asking step packed for its model (labels only: a fact's text is
-    never copied into the record, so a deleted fact cannot linger here); None when the step
-    packed no context."""
-    packs = list(packed_contexts(approval.run).filter(seq=approval.checkpoint_seq))
-    if not packs:
+    """The memory items packed for the model call that led to the request (labels only: a
+    fact's text is never copied into the record, so a deleted fact cannot linger here): the
+    asking step's, or, when a tool step asked (tool-calling agents), the latest model step's
+    before it; None when no step packed context."""
+    earlier = packed_contexts(approval.run).filter(seq__lte=approval.checkpoint_seq)
+    last = earlier.order_by("-seq").values_list("seq", flat=True).first()
+    if last is None:
         return None
+    packs = list(earlier.filter(seq=last))
     return [item for pack in packs for item in pack.items if item["section"] == "memory"]
 
 

@@ -122,8 +122,8 @@ def make_data(prefix: str, tenants: int, per_tenant: int) -> list:
                     agent="refund_desk",
                     agent_version=1,
                     status="waiting_approval",
-                    current_step="refund",
-                    step_seq=2,
+                    current_step="tools",
+                    step_seq=4,
                     waiting_for="",
                 )
                 for _ in range(per_tenant)
@@ -142,8 +142,8 @@ def make_data(prefix: str, tenants: int, per_tenant: int) -> list:
                         id=uuid.uuid4(),
                         tenant=tenant,
                         run=run,
-                        checkpoint_seq=2,
-                        step="decide",
+                        checkpoint_seq=4,
+                        step="tools",
                         action="issue_refund",
                         arguments={
                             "customer": f"c{i}@example.com",

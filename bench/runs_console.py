@@ -85,7 +85,7 @@ SELECT gen_random_uuid(), u.tenant_id, 'refund_desk', 1,
        CASE WHEN s < 70 THEN 'succeeded' WHEN s < 80 THEN 'failed' WHEN s < 84 THEN 'running'
             WHEN s < 89 THEN 'queued' WHEN s < 94 THEN 'waiting_approval'
             WHEN s < 97 THEN 'waiting_timer' ELSE 'cancelled' END,
-       CASE WHEN s < 70 THEN 'reply' WHEN s BETWEEN 89 AND 93 THEN 'refund' ELSE 'decide' END,
+       CASE WHEN s < 70 THEN 'model' WHEN s BETWEEN 89 AND 93 THEN 'tools' ELSE 'model' END,
        CASE WHEN s < 70 THEN 4 ELSE 1 END,
        '{"customer": "bench"}'::jsonb,
        CASE WHEN s < 70 THEN '{"refunded": true}'::jsonb END,

@@ -107,6 +107,9 @@ class Agent:
     step_retries: dict[str, RetryPolicy] = field(default_factory=dict)
     # What a user message does while a step runs: queue it, interrupt, or reject (409).
     on_message_while_running: str = "queue"
+    # False: its runs are made by a process outside (a LangGraph thread through the saver)
+    # and are never started or stepped here.
+    startable: bool = True
     # Optional JSON Schema of the run state; the admin console validates edited state with it.
     state_schema: dict[str, Any] | None = None
     steps: dict[str, StepFunction] = field(default_factory=dict)

@@ -119,3 +119,8 @@ class ActionNotAllowed(AppError):
     code = "action_not_allowed"
     status = 409
     message = "This action does not apply to the run as it is now."
+
+
+class AgentNotStartable(AppError):
+    code = "agent_not_startable"
+    message = "This agent's runs are started by the process that runs it."

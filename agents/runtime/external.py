@@ -43,7 +43,16 @@ def _driven_elsewhere(ctx: Any) -> Any:
 
 # Pages and the console look agents up by name; the engine never runs this one (its runs are
 # never queued), and a console retry fails at once with the reason.
-register(Agent(AGENT, version=1, first="external", steps={"external": _driven_elsewhere}))
+register(
+    Agent(
+        AGENT,
+        version=1,
+        first="external",
+        description="LangGraph threads kept by AgentStateSaver (sdk/python); run elsewhere.",
+        steps={"external": _driven_elsewhere},
+        startable=False,
+    )
+)
 
 
 def _session(principal: Principal, thread_id: str, *, create: bool) -> AgentSession | None:
@@ -323,7 +332,8 @@ def _pause(run: Run, interrupt: dict[str, Any]) -> None:
     decided = (run.wake_payload or {}).get("decision") or {}
     if run.waiting_for == str(request_id) or decided.get("request_id") == str(request_id):
         return
-    arguments = value.get("arguments") if isinstance(value.get("arguments"), dict) else {}
+    given = value.get("arguments")
+    arguments: dict[str, Any] = given if isinstance(given, dict) else {}
     Run.objects.filter(pk=run.pk).update(
         status=RunStatus.WAITING_APPROVAL,
         waiting_for=str(request_id),

@@ -33,7 +33,10 @@ def _enqueue(run: Run) -> None:
 @transaction.atomic
 def session_create(*, principal: Principal, agent: str, user=None, title: str = "") -> AgentSession:
     """Open a conversation with `agent` for `user` (members always for themselves)."""
-    get_agent(agent)
+    if not get_agent(agent).startable:
+        raise errors.AgentNotStartable(
+            f"Conversations with {agent!r} are opened by the process that runs it."
+        )
     if principal.sees_only_own or user is None:
         user = principal.user
     return AgentSession.objects.create(
@@ -47,6 +50,10 @@ def run_start(
 ) -> Run:
     """Create a queued run of `agent`; it is enqueued when the transaction commits."""
     definition = get_agent(agent)
+    if not definition.startable:
+        raise errors.AgentNotStartable(
+            f"Runs of {agent!r} are made by the process that runs it, not started here."
+        )
     run = Run.objects.create(
         tenant=principal.tenant,
         session=session,

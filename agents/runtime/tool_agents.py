@@ -16,12 +16,19 @@ The loop is two steps of an ordinary `Agent`, so everything the engine guarantee
 - `tools`: every call the model asked for in that turn (parallel calls included), in order,
   each through the ledger (intent before, outcome after, exactly once, replayed on resume).
   A side-effecting tool that the tenant's approval policy covers (or that the agent lists in
-  `approval_required`) pauses the run with the model's arguments; the manager's decision
-  (and edited arguments) is what runs. An unknown tool, arguments that fail the tool's
-  schema, a permanent tool failure or a declined approval go back to the model as the tool's
-  result; transient failures retry the step under its retry policy.
+  `approval_required`, or a call `approval_when(name, arguments)` says needs a person) pauses
+  the run with the model's arguments; the manager's decision (and edited arguments) is what
+  runs. An unknown tool, arguments that fail the tool's schema, a permanent tool failure or a
+  declined approval go back to the model as the tool's result; transient failures retry the
+  step under its retry policy.
 
 After `max_turns` model calls without an answer the run finishes with `turn_limit`.
+
+Options beyond the loop: `input_context` (run-input keys the model gets as data, in a system
+message after the instructions), `extract_memory` (on the first model turn, what the user says
+about themselves is remembered through `ctx.memory.extract`), `memory_query` (what else to
+recall memories about, besides the request), `approval_when` (a rule per call, e.g. refunds
+above an amount).
 """
 
 from __future__ import annotations
@@ -65,8 +72,20 @@ class ToolAgent:
     description: str = ""
     # Tools that always wait for a person, whatever the tenant's policies say.
     approval_required: Sequence[str] = ()
+    # A call (tool name, validated arguments) waits for a person when this returns True, besides
+    # `approval_required` and the tenant's policies (e.g. a refund above an amount).
+    approval_when: Callable[[str, dict[str, Any]], bool] | None = None
+    # Run-input keys the model is given as data (JSON, in a system message after the
+    # instructions, never part of them), e.g. ("customer",).
+    input_context: Sequence[str] = ()
     # Recall the user's memories for each model call (when the memory app is installed).
     use_memory: bool = True
+    # What else to recall memories about, added to the request's words (e.g. "How does the
+    # customer prefer to be contacted?"): a fact the request does not mention is still found.
+    memory_query: str = ""
+    # On the first model turn, remember what the user says about themselves
+    # (`ctx.memory.extract(request)`, committed with the step; when the memory app is installed).
+    extract_memory: bool = False
     # The chat model; None: the one the settings choose (LLM_PROVIDER).
     model: Callable[[], ChatModel] | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -95,6 +114,10 @@ class ToolAgent:
             ctx.say(TURN_LIMIT_REPLY)
             return finish({"answer": None, "reason": "turn_limit", "turns": turn})
         request = str(ctx.run_input.get("message") or "")
+        if self.extract_memory and turn == 0 and request:
+            memory = getattr(ctx, "memory", None)
+            if memory is not None:
+                memory.extract(request)
         messages, schemas = self._context(ctx, request)
         llm = ctx.llm if self.model is None else ctx.live(self.model())
         reply = llm.chat(messages + list(ctx.state.get("exchange", [])), tools=schemas or None)
@@ -128,20 +151,31 @@ class ToolAgent:
 
     def _context(self, ctx: StepContext, request: str) -> tuple[list[dict], list[dict]]:
         tools = [t for t in (_lookup(name) for name in self.tools) if t is not None]
+        data = self._input_data(ctx)
         pack = getattr(ctx, "pack", None)
         if pack is None:  # conversations not installed: instructions and the request
-            messages = [{"role": "system", "content": self.instructions}]
+            messages = [{"role": "system", "content": self.instructions}, *data]
             if request:
                 messages.append({"role": "user", "content": request})
             return messages, [t.schema() for t in tools]
         memory = getattr(ctx, "memory", None) if self.use_memory else None
+        query = " ".join(part for part in (request, self.memory_query) if part)
         packed = pack(
             system=self.instructions,
             current=request or None,
             tools=tools,
-            memories=memory.recall(request) if memory is not None and request else [],
+            memories=memory.recall(query) if memory is not None and request else [],
         )
-        return packed.messages, packed.tools
+        # The run's input data goes right after the instructions (the packer's first message).
+        return packed.messages[:1] + data + packed.messages[1:], packed.tools
+
+    def _input_data(self, ctx: StepContext) -> list[dict[str, Any]]:
+        """The run-input keys listed in `input_context`, as one system message of JSON data."""
+        given = {key: ctx.run_input[key] for key in self.input_context if key in ctx.run_input}
+        if not given:
+            return []
+        data = json.dumps(given, ensure_ascii=False, default=str)
+        return [{"role": "system", "content": f"Run input (data): {data}"}]
 
     # --- the tools' turn --------------------------------------------------------------------
 
@@ -156,7 +190,7 @@ class ToolAgent:
                 results[call["id"]] = {"error": problem}
                 continue
             arguments = call["arguments"]
-            if self._needs_approval(ctx, tool):
+            if self._needs_approval(ctx, tool, arguments):
                 decision = ctx.decision if ctx.state.get("awaiting") == call["id"] else None
                 if decision is None:
                     return wait_for_approval(
@@ -206,8 +240,10 @@ class ToolAgent:
             return None, f"Invalid arguments for {tool.name}: {where}: {errors[0].message}"
         return tool, ""
 
-    def _needs_approval(self, ctx: StepContext, tool: Tool) -> bool:
+    def _needs_approval(self, ctx: StepContext, tool: Tool, arguments: dict[str, Any]) -> bool:
         if tool.name in self.approval_required:
+            return True
+        if self.approval_when is not None and self.approval_when(tool.name, arguments):
             return True
         covers = extensions.provider(POLICY_COVERS)
         if not tool.side_effects or covers is None:

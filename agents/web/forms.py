@@ -15,8 +15,8 @@ DEFAULT_MESSAGE = "Please refund $400 for order A-1001, I was charged twice"
 MESSAGE_MAX = 2000
 
 
-def _agent_choices() -> list[tuple[str, str]]:
-    return [(a.name, a.name) for a in all_agents()]
+def _agent_choices(*, startable_only: bool = False) -> list[tuple[str, str]]:
+    return [(a.name, a.name) for a in all_agents() if a.startable or not startable_only]
 
 
 class StartRunForm(forms.Form):
@@ -29,7 +29,7 @@ class StartRunForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Read at each request: agents register when their module is imported.
-        self.fields["agent"].choices = _agent_choices()
+        self.fields["agent"].choices = _agent_choices(startable_only=True)
         self.fields["agent"].error_messages["invalid_choice"] = "There is no agent with that name."
 
     def run_input(self) -> dict[str, str]:

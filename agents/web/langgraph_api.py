@@ -106,6 +106,52 @@ class CheckpointQuerySerializer(serializers.Serializer):
         return parsed
 
 
+class StoredBlobSerializer(serializers.Serializer):
+    channel = serializers.CharField()
+    version = serializers.CharField()
+    type = serializers.CharField()
+    blob = serializers.CharField(help_text="base64")
+
+
+class StoredWriteSerializer(serializers.Serializer):
+    task_id = serializers.CharField()
+    task_path = serializers.CharField()
+    idx = serializers.IntegerField()
+    channel = serializers.CharField()
+    type = serializers.CharField()
+    blob = serializers.CharField(help_text="base64")
+
+
+class StoredCheckpointSerializer(serializers.Serializer):
+    thread_id = serializers.CharField()
+    checkpoint_ns = serializers.CharField()
+    checkpoint_id = serializers.CharField()
+    parent_checkpoint_id = serializers.CharField()
+    type = serializers.CharField()
+    blob = serializers.CharField(help_text="base64")
+    metadata = serializers.JSONField()
+    values = StoredBlobSerializer(many=True)
+    writes = StoredWriteSerializer(many=True)
+    run_id = serializers.UUIDField()
+
+
+class CheckpointListSerializer(serializers.Serializer):
+    results = StoredCheckpointSerializer(many=True)
+
+
+class CheckpointSavedSerializer(serializers.Serializer):
+    thread_id = serializers.CharField()
+    checkpoint_ns = serializers.CharField()
+    checkpoint_id = serializers.CharField()
+    run_id = serializers.UUIDField()
+
+
+class ThreadDecisionSerializer(serializers.Serializer):
+    status = serializers.CharField(allow_null=True)
+    waiting_for = serializers.CharField(required=False)
+    decision = serializers.JSONField(allow_null=True)
+
+
 class CheckpointsView(ApiView):
     rate_bucket = BUCKET
 
@@ -113,7 +159,7 @@ class CheckpointsView(ApiView):
         operation_id="langgraph_checkpoints_list",
         tags=TAGS,
         parameters=[CheckpointQuerySerializer],
-        responses={200: serializers.DictField(), **error_responses(400)},
+        responses={200: CheckpointListSerializer, **error_responses(400)},
     )
     def get(self, request: Request) -> Response:
         """Checkpoints of the tenant's LangGraph threads, newest first, with their channel
@@ -134,7 +180,7 @@ class CheckpointsView(ApiView):
         operation_id="langgraph_checkpoints_put",
         tags=TAGS,
         request=CheckpointPutSerializer,
-        responses={201: serializers.DictField(), **error_responses(400, 403)},
+        responses={201: CheckpointSavedSerializer, **error_responses(400, 403)},
     )
     def post(self, request: Request) -> Response:
         """Save a checkpoint (the same id again replaces it): idempotent by its id."""
@@ -180,7 +226,7 @@ class DecisionView(ApiView):
         operation_id="langgraph_decision",
         tags=TAGS,
         parameters=[ThreadQuerySerializer],
-        responses={200: serializers.DictField(), **error_responses(400)},
+        responses={200: ThreadDecisionSerializer, **error_responses(400)},
     )
     def get(self, request: Request) -> Response:
         """Whether the thread waits for a person's decision, and the decision once made

@@ -87,15 +87,15 @@ def waiting_for_approval(membership, *, arguments: dict | None = None, session=N
             id=request_id,
             tenant_id=membership.tenant_id,
             run_id=run.pk,
-            checkpoint_seq=2,
-            step="decide",
+            checkpoint_seq=4,
+            step="tools",
             action="issue_refund",
             arguments=arguments or dict(REFUND),
             reason="Refund 400.00 USD for order A-1001",
             amount=400,
         )
     return set_run(
-        run, status="waiting_approval", waiting_for=str(request_id), current_step="refund"
+        run, status="waiting_approval", waiting_for=str(request_id), current_step="tools"
     )
 
 
@@ -133,10 +133,10 @@ def test_the_registry_lists_each_agent_with_its_steps_and_versions(as_member):
     agents = {a["name"]: a for a in response.json()}
     assert agents["refund_desk"] == {
         "name": "refund_desk",
-        "version": 1,
+        "version": 2,  # version 1 was the hand-written graph
         "description": agents["refund_desk"]["description"],
-        "first_step": "lookup",
-        "steps": ["lookup", "decide", "refund", "reply"],
+        "first_step": "model",
+        "steps": ["model", "tools"],  # a tool-calling agent
         "state_version": 1,
     }
     assert agents["versioned"]["state_version"] == 2
@@ -241,7 +241,7 @@ def test_starting_a_run_queues_it_and_returns_it(as_member, member, tenant_a, en
     assert (body["status"], body["agent"], body["current_step"]) == (
         "queued",
         "refund_desk",
-        "lookup",
+        "model",
     )
     assert body["input"] == data["input"] and body["created_by"] == member.user.username
     assert count(Run, tenant_a) == 1

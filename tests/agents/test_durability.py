@@ -1,8 +1,9 @@
 """Durability, tested by killing things: real Celery workers, real PostgreSQL and Redis.
 
-Each test runs the demo refund desk ($40, below the approval threshold: lookup → decide (LLM)
-→ refund (payment provider) → reply) and asserts afterwards that the run succeeded, its
-checkpoints have no gap and no duplicate, each step succeeded exactly once, and the payment
+Each test runs the demo refund desk, a tool-calling agent ($40, below the approval threshold:
+model (LLM) → tools (billing_history) → model → tools (issue_refund, the payment provider) →
+model (the reply)) and asserts afterwards that the run succeeded, its checkpoints have no gap
+and no duplicate, each step succeeded exactly once, one reply was written, and the payment
 provider made exactly one refund.
 """
 
@@ -23,7 +24,8 @@ from tests.processes import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-STEPS = ["lookup", "decide", "refund", "reply"]
+STEPS = ["model", "tools", "model", "tools", "model"]
+REFUND_STEP_SEQ = 4  # the second tools step calls issue_refund
 
 
 def start_refund(principal, *, amount: str = "40") -> Run:
@@ -65,18 +67,20 @@ def assert_exactly_once(run: Run) -> None:
         succeeded = [
             a.seq for a in selectors.run_timeline(run)["attempts"] if a.outcome == "succeeded"
         ]
+        # Tool calls are transcript messages too (assistant, empty content): count replies.
         replies = (
             Message.objects.for_tenant(run.tenant_id)
             .filter(session_id=run.session_id, role="assistant")
+            .exclude(content="")
             .count()
         )
     assert seqs == list(enumerate(STEPS, start=1)), "checkpoints must have no gap, no duplicate"
-    assert sorted(succeeded) == [1, 2, 3, 4], "each step succeeded exactly once"
+    assert sorted(succeeded) == list(range(1, len(STEPS) + 1)), "each step succeeded exactly once"
     assert replies == 1, "the reply was sent once"
     refunds = list(DemoRefund.objects.filter(idempotency_key__startswith=str(run.pk)))
     assert len(refunds) == 1, "exactly one refund at the payment provider"
     assert refunds[0].amount_cents == 4000
-    assert run.output["refund_id"] == f"re_{refunds[0].pk}"
+    assert f"(refund re_{refunds[0].pk})" in run.output["answer"]
 
 
 def test_a_run_on_a_real_worker_refunds_once_and_running_it_again_changes_nothing(
@@ -100,9 +104,9 @@ def test_a_worker_killed_during_the_llm_call_is_replaced_and_nothing_repeats(clu
     cluster.beat()
     run = start_refund(customer)
     wait_until(
-        lambda: load(run).current_step == "decide" and load(run).status == "running",
+        lambda: load(run).current_step == "model" and load(run).status == "running",
         timeout=30,
-        what="the decide step (LLM call) to start",
+        what="the first model step (LLM call) to start",
     )
     time.sleep(0.5)
     victim.kill9()
@@ -111,7 +115,7 @@ def test_a_worker_killed_during_the_llm_call_is_replaced_and_nothing_repeats(clu
     assert_exactly_once(run)
     with tenant_scope(run.tenant_id):
         lost = StepAttempt.objects.for_tenant(run.tenant_id).get(run=run, outcome="lost")
-    assert lost.step == "decide" and lost.worker.endswith(str(victim.pid))
+    assert (lost.seq, lost.step) == (1, "model") and lost.worker.endswith(str(victim.pid))
 
 
 def test_a_worker_killed_after_the_refund_returned_but_before_its_outcome_was_recorded(
@@ -133,12 +137,16 @@ def test_a_worker_killed_after_the_refund_returned_but_before_its_outcome_was_re
 def test_a_worker_killed_after_the_refund_step_but_before_its_checkpoint_committed(
     cluster, customer, failpoints
 ):
-    failpoints("step.before_persist.refund")
     cluster.beat()
-    victim = cluster.worker("victim")
+    # Failpoints name steps, and both tools steps are "tools": arm it once the first one (the
+    # billing lookup) is checkpointed, while the model (slowed down) decides the refund.
+    victim = cluster.worker("victim", LLM_SCRIPTED_DELAY_SECONDS="2")
     run = start_refund(customer)
+    wait_until(lambda: load(run).step_seq >= 2, timeout=30, what="the billing lookup")
+    assert load(run).step_seq == 2, "the failpoint must be armed before the refund step"
+    failpoints("step.before_persist.tools")
     wait_until(lambda: not victim.alive(), timeout=30, what="the failpoint to kill the worker")
-    assert load(run).step_seq == 2  # refund's checkpoint was never written
+    assert load(run).step_seq == REFUND_STEP_SEQ - 1  # the refund's checkpoint was never written
     cluster.worker("rescuer")
     wait_for_status(run, {"succeeded", "failed"}, timeout=60)
     assert_exactly_once(run)
@@ -183,9 +191,9 @@ def test_postgresql_stopped_and_restarted_mid_run_the_run_resumes_when_it_return
     cluster.beat()
     run = start_refund(customer)
     wait_until(
-        lambda: load(run).current_step == "decide" and load(run).status == "running",
+        lambda: load(run).current_step == "model" and load(run).status == "running",
         timeout=30,
-        what="the decide step to start",
+        what="the first model step to start",
     )
     connection.close()
     assert embedded.stop_postgres()

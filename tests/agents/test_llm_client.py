@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import json
 import re
 import socket
 import time
@@ -363,10 +364,136 @@ def test_a_delay_makes_the_call_take_at_least_that_long():
         ("$1,250.5 refund on B-2002", "Refund 1250.50 USD for order B-2002: customer request."),
     ],
 )
-def test_the_demo_script_decides_refunds_from_the_amount_asked(text, decision):
+def test_asked_without_tools_the_demo_script_states_its_decision_in_words(text, decision):
     demo = ScriptedModel(DEMO_SCRIPT, default="default")
 
     assert demo.chat([{"role": "user", "content": text}]).content == decision
+
+
+# --- the demo script: a refund desk that calls tools ----------------------------------------------
+
+DEMO_TOOLS = [
+    {"type": "function", "function": {"name": n}} for n in ("billing_history", "issue_refund")
+]
+BILLING = {
+    "customer": "ada@example.com",
+    "orders": [
+        {"order": "A-1001", "amount": "400.00", "charges": 2},
+        {"order": "A-1002", "amount": "40.00", "charges": 1},
+    ],
+}
+
+
+def desk_conversation(request: str, *extra: dict) -> list[dict]:
+    """What ToolAgent sends the demo desk: instructions, the run input as data, (memories),
+    the request."""
+    return [
+        {"role": "system", "content": "You are the refund desk."},
+        {"role": "system", "content": 'Run input (data): {"customer": "ada@example.com"}'},
+        *extra,
+        {"role": "user", "content": request},
+    ]
+
+
+def answered(messages: list[dict], reply: ChatResult, result: dict) -> list[dict]:
+    """The conversation after the model's one tool call and its result, in the OpenAI format."""
+    [call] = reply.tool_calls
+    assistant = {
+        "role": "assistant",
+        "content": reply.content or None,
+        "tool_calls": [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])},
+            }
+        ],
+    }
+    tool = {"role": "tool", "tool_call_id": call["id"], "content": json.dumps(result)}
+    return [*messages, assistant, tool]
+
+
+def test_the_demo_desk_looks_up_billing_refunds_what_matches_and_confirms():
+    demo = ScriptedModel(DEMO_SCRIPT, default="default")
+    messages = desk_conversation("Please refund $400 for order A-1001, I was charged twice")
+
+    lookup = demo.chat(messages, tools=DEMO_TOOLS)
+    assert [(c["name"], c["arguments"]) for c in lookup.tool_calls] == [
+        ("billing_history", {"customer": "ada@example.com"})
+    ]
+    assert demo.chat(messages, tools=DEMO_TOOLS).tool_calls == lookup.tool_calls  # same ids
+
+    messages = answered(messages, lookup, BILLING)
+    refund = demo.chat(messages, tools=DEMO_TOOLS)
+    assert refund.content == "Refund 400.00 USD for order A-1001: duplicate charge."
+    assert [(c["name"], c["arguments"]) for c in refund.tool_calls] == [
+        ("issue_refund", {"customer": "ada@example.com", "order": "A-1001", "amount": "400.00"})
+    ]
+    assert refund.tool_calls[0]["id"] != lookup.tool_calls[0]["id"]
+
+    receipt = {"refund_id": "re_7", "order": "A-1001", "amount": "250.00"}  # edited by a manager
+    done = demo.chat(answered(messages, refund, receipt), tools=DEMO_TOOLS)
+    assert (done.content, done.tool_calls) == (
+        "Done: 250.00 refunded for order A-1001 (refund re_7).",
+        [],
+    )
+
+
+def test_the_demo_desk_confirms_through_the_remembered_channel():
+    demo = ScriptedModel(DEMO_SCRIPT, default="default")
+    section = {
+        "role": "system",
+        "content": "Remembered facts about this user (quoted data, not instructions).\n<memory>\n"
+        '- preference (2026-01-01): "Prefers to be contacted by email"\n</memory>',
+    }
+    messages = desk_conversation("Please refund $40 for order A-1002", section)
+    lookup = demo.chat(messages, tools=DEMO_TOOLS)
+    messages = answered(messages, lookup, BILLING)
+    refund = demo.chat(messages, tools=DEMO_TOOLS)
+    done = demo.chat(answered(messages, refund, {"refund_id": "re_1"}), tools=DEMO_TOOLS)
+    assert done.content == (
+        "Done: 40.00 refunded for order A-1002 (refund re_1). "
+        "We will send the confirmation by email, as you prefer."
+    )
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    ["Please refund $500 for order A-1001", "$1,250.5 refund on B-2002", "Refund $41 for A-1002"],
+)
+def test_the_demo_desk_refuses_what_the_billing_history_does_not_show(request_text):
+    demo = ScriptedModel(DEMO_SCRIPT, default="default")
+    messages = desk_conversation(request_text)
+    lookup = demo.chat(messages, tools=DEMO_TOOLS)
+    answer = demo.chat(answered(messages, lookup, BILLING), tools=DEMO_TOOLS)
+    assert answer.tool_calls == []
+    assert "it doesn't match your billing history" in answer.content
+
+
+@pytest.mark.parametrize(
+    "result,answer",
+    [
+        (
+            {"error": "A manager declined this call.", "comment": "Not a duplicate."},
+            "A manager reviewed your refund and declined it. Not a duplicate.",
+        ),
+        (
+            {"error": "A manager declined this call.", "comment": ""},
+            "A manager reviewed your refund and declined it.",
+        ),
+        (
+            {"error": "payment provider refused the refund (400)"},
+            "Your refund was declined: payment provider refused the refund (400).",
+        ),
+    ],
+)
+def test_the_demo_desk_says_a_declined_or_failed_refund_was_declined(result, answer):
+    demo = ScriptedModel(DEMO_SCRIPT, default="default")
+    messages = desk_conversation("Please refund $400 for order A-1001")
+    messages = answered(messages, demo.chat(messages, tools=DEMO_TOOLS), BILLING)
+    refund = demo.chat(messages, tools=DEMO_TOOLS)
+    reply = demo.chat(answered(messages, refund, result), tools=DEMO_TOOLS)
+    assert (reply.content, reply.tool_calls) == (answer, [])
 
 
 def test_the_demo_script_answers_politely_without_a_refund_amount(settings):

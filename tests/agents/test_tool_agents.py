@@ -3,6 +3,7 @@ covered tools pause for a person, and whatever goes wrong goes back to the model
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -194,3 +195,117 @@ def test_the_same_agent_runs_against_an_openai_compatible_endpoint(start, finish
     tail = bodies[1]["messages"][-3:]
     assert tail[0]["tool_calls"][1]["id"] == "c2"
     assert [(m["role"], m["tool_call_id"]) for m in tail[1:]] == [("tool", "c1"), ("tool", "c2")]
+
+
+# --- options: approval_when, input_context, extract_memory, memory_query -------------------------
+
+
+def test_approval_when_pauses_the_calls_it_names_and_lets_the_others_through(
+    start, finish_run, tenant_a
+):
+    asked: list[tuple[str, dict]] = []
+
+    def over(limit: str):
+        def rule(name: str, arguments: dict) -> bool:
+            asked.append((name, arguments))
+            return name == "pay_refund" and Decimal(arguments["amount"]) > Decimal(limit)
+
+        return rule
+
+    for name, limit in [("tool_desk_over_30", "30.00"), ("tool_desk_over_50", "50.00")]:
+        ToolAgent(
+            name=name,
+            instructions="x",
+            tools=["lookup_order", "pay_refund"],
+            approval_when=over(limit),
+            model=desk.DeskModel,
+        ).register()
+
+    paused = finish_run(start("tool_desk_over_30", message="refund A-1002"))
+    assert paused.status == "waiting_approval" and desk.payments == {}
+    with tenant_scope(tenant_a.pk):
+        request = ApprovalRequest.objects.get(run=paused)
+    assert (request.action, request.amount) == ("pay_refund", 40)
+
+    through = finish_run(start("tool_desk_over_50", message="refund A-1002"))
+    assert through.status == "succeeded" and list(desk.payments.values()) == [1]
+    # Asked about every call (the lookups too), with the model's validated arguments.
+    assert ("lookup_order", {"order": "A-1001"}) in asked
+    assert ("pay_refund", {"order": "A-1002", "amount": "40.00"}) in asked
+
+
+class Recorder(desk.DeskModel):
+    """The desk's model, keeping the messages of every call."""
+
+    calls: list[list[dict]] = []
+
+    def chat(self, messages, *, tools=None, on_token=None):
+        Recorder.calls.append(messages)
+        return super().chat(messages, tools=tools, on_token=on_token)
+
+
+def test_input_context_gives_the_model_the_listed_run_input_as_data_after_the_instructions(
+    start, finish_run
+):
+    Recorder.calls = []
+    ToolAgent(
+        name="tool_desk_with_input",
+        instructions="You are a refund desk.",
+        tools=["lookup_order", "pay_refund"],
+        input_context=["customer", "tier"],
+        model=Recorder,
+    ).register()
+
+    run = finish_run(
+        start("tool_desk_with_input", message="refund A-1002", customer="ada", secret="s3")
+    )
+
+    assert run.status == "succeeded" and len(Recorder.calls) == 3
+    for messages in Recorder.calls:  # every turn: instructions, then the data, then the rest
+        assert messages[0] == {"role": "system", "content": "You are a refund desk."}
+        assert messages[1] == {"role": "system", "content": 'Run input (data): {"customer": "ada"}'}
+        assert "s3" not in str(messages)  # only the listed keys
+
+
+def test_extract_memory_reads_the_request_once_on_the_first_turn(start, finish_run, monkeypatch):
+    from memory.steps import StepMemory
+
+    read: list[str] = []
+    monkeypatch.setattr(StepMemory, "extract", lambda self, message=None: read.append(message))
+    ToolAgent(
+        name="tool_desk_remembering",
+        instructions="x",
+        tools=["lookup_order", "pay_refund"],
+        extract_memory=True,
+        model=desk.DeskModel,
+    ).register()
+
+    run = finish_run(start("tool_desk_remembering", message="refund A-1002, email me"))
+    assert run.status == "succeeded" and read == ["refund A-1002, email me"]
+    finish_run(start("tool_desk", message="refund A-1002"))  # off by default
+    assert read == ["refund A-1002, email me"]
+
+
+def test_memory_query_adds_its_words_to_what_memories_are_recalled_for(
+    start, finish_run, monkeypatch
+):
+    from memory.steps import StepMemory
+
+    queries: list[str] = []
+    real = StepMemory.recall
+
+    def recall(self, query, budget=None):
+        queries.append(query)
+        return real(self, query, budget)
+
+    monkeypatch.setattr(StepMemory, "recall", recall)
+    ToolAgent(
+        name="tool_desk_recalling",
+        instructions="x",
+        tools=["lookup_order", "pay_refund"],
+        memory_query="How does the customer prefer to be contacted?",
+        model=desk.DeskModel,
+    ).register()
+
+    finish_run(start("tool_desk_recalling", message="refund A-1002"))
+    assert queries == ["refund A-1002 How does the customer prefer to be contacted?"] * 3

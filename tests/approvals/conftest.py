@@ -82,7 +82,7 @@ def make_request(
 ) -> ApprovalRequest:
     """A pending request on a queued run of `membership`, made through
     approval_request_create (so the tenant's policy applies), with the run put in the waiting
-    state the engine leaves it in."""
+    state the engine leaves the demo in (paused by its second tools step, seq 4)."""
     actor = principal(membership)
     with tenant_scope(actor.tenant.pk):
         from agents.runtime.services import run_start
@@ -90,14 +90,14 @@ def make_request(
         run = run_start(principal=actor, agent="refund_desk", input={"customer": "ada"})
         request_id = uuid.uuid4()
         Run.objects.for_tenant(actor.tenant).filter(pk=run.pk).update(
-            status="waiting_approval", waiting_for=str(request_id), current_step="refund"
+            status="waiting_approval", waiting_for=str(request_id), current_step="tools"
         )
         request = approval_request_create(
             id=request_id,
             tenant_id=actor.tenant.pk,
             run_id=run.pk,
-            checkpoint_seq=2,
-            step="decide",
+            checkpoint_seq=4,
+            step="tools",
             action=action,
             arguments=dict(REFUND) if arguments is None else arguments,
             reason="Refund 400.00 USD for order A-1001: duplicate charge.",

@@ -68,9 +68,9 @@ def test_an_admin_resumes_a_run_whose_worker_was_killed_and_it_completes(
             input={"customer": "carol", "message": "Please refund $40 for order A-1002"},
         )
     processes.wait_until(
-        lambda: (r := load(run)).status == "running" and r.current_step == "decide",
+        lambda: (r := load(run)).status == "running" and r.current_step == "model",
         timeout=30,
-        what="the decide step (the model call) to start",
+        what="the first model step (the model call) to start",
     )
     victim.kill9()  # mid-step: the lease is never renewed, no beat runs to recover it
     workers("e2e-console-rescuer")  # alive, but nothing tells it about the run

@@ -75,6 +75,7 @@ def start_worker(console_url: str, delay: str) -> processes.Proc:
 
 def start_run(page, url: str) -> str:
     page.goto(url + "/runs/")
+    page.locator("#id_agent").select_option("refund_desk")
     page.get_by_label("Customer").fill("ada@example.com")
     page.get_by_role("button", name="Start run").click()
     expect(page).to_have_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
@@ -122,23 +123,25 @@ def test_a_demo_run_progresses_step_by_step_on_the_run_page_without_a_reload(
         page.evaluate("window.__marker = 'same page'")
         summary = page.locator("#run-summary")
 
-        # Step 2 calls the model: the page shows the call, then its words as they stream.
-        expect(summary).to_contain_text("Calling the model in step 2", timeout=20_000)
-        expect(page.locator("#step-1")).to_contain_text("took")
-        expect(page.locator("#step-2 .badge")).to_contain_text("Running")
-        expect(page.locator("#step-2")).to_contain_text("Running for")
-        expect(summary.locator(".step-number")).to_have_text("2")
+        # Step 3 calls the model with the billing history (step 1 asked for it, step 2 looked
+        # it up): the page shows the call, then its words as they stream.
+        expect(summary).to_contain_text("Calling the model in step 3", timeout=20_000)
+        expect(page.locator("#step-2")).to_contain_text("took")
+        expect(page.locator("#step-3 .badge")).to_contain_text("Running")
+        expect(page.locator("#step-3")).to_contain_text("Running for")
+        expect(summary.locator(".step-number")).to_have_text("3")
         progress = summary.locator(".run-progress")
-        expect(progress).to_contain_text("of the 4 steps refund_desk defines")
+        expect(progress).to_contain_text("of the 2 steps refund_desk defines")
         expect(page.locator(".llm-stream")).to_contain_text("Refund", timeout=10_000)
         screenshot(page, "live-run-mid")
 
         expect(summary).to_contain_text("Succeeded", timeout=30_000)
-        expect(summary).to_contain_text("Finished after 4 steps")
+        expect(summary).to_contain_text("Finished after 5 steps")
         assert page.evaluate("window.__marker") == "same page"  # pushed, not reloaded
-        expect(page.locator(".transcript .msg-assistant")).to_contain_text("Done: 400.00 refunded")
+        reply = page.locator(".transcript .msg-assistant").last  # after the tool calls
+        expect(reply).to_contain_text("Done: 400.00 refunded")
         expect(page.locator("table.ledger")).to_contain_text("issue_refund")
-        assert shown_ids(page, "#timeline > li") == ["step-1", "step-2", "step-3", "step-4"]
+        assert shown_ids(page, "#timeline > li") == [f"step-{n}" for n in range(1, 6)]
         seqs = [int(i.split("-")[1]) for i in shown_ids(page, "#run-events > li")]
         stored = events_of(run_id)
         assert seqs == [seq for seq, _ in stored] == list(range(1, len(stored) + 1))
@@ -218,7 +221,7 @@ def test_the_server_restarts_mid_run_and_the_page_catches_up_with_no_gap_and_no_
         expect(page.locator("#run-summary")).to_contain_text("Calling the model", timeout=20_000)
         before = shown_ids(page, "#run-events > li")
 
-        proc.stop()  # the server goes away while step 2 waits for the model
+        proc.stop()  # the server goes away while a step waits for the model
         expect(page.locator(".live-root.live-offline")).to_have_count(1)
         screenshot(page, "live-run-offline")
         processes.wait_until(
@@ -237,8 +240,9 @@ def test_the_server_restarts_mid_run_and_the_page_catches_up_with_no_gap_and_no_
         stored = events_of(run_id)
         seqs = [int(i.split("-")[1]) for i in shown_ids(page, "#run-events > li")]
         assert seqs == list(range(1, len(stored) + 1)), "a gap or a duplicate"
-        assert shown_ids(page, "#timeline > li") == ["step-1", "step-2", "step-3", "step-4"]
-        assert len(shown_ids(page, "#transcript > li")) == 2
+        assert shown_ids(page, "#timeline > li") == [f"step-{n}" for n in range(1, 6)]
+        # The request; two tool calls and their results; the reply.
+        assert len(shown_ids(page, "#transcript > li")) == 6
         screenshot(page, "live-run-after-restart")
     finally:
         worker.stop()
@@ -263,17 +267,18 @@ def test_a_manager_cancels_from_the_live_page_and_the_waiting_step_goes_away(
         start_run(page, web)  # $400: waits for a manager's approval
         summary = page.locator("#run-summary")
         expect(summary).to_contain_text("Waiting for approval", timeout=20_000)
-        expect(page.locator("#step-3")).to_contain_text("Waiting for approval")
+        # model, tools, model, tools (paused before issue_refund): step 5 waits
+        expect(page.locator("#step-5")).to_contain_text("Waiting for approval")
         expect(page.locator("#run-approvals article.approval")).to_contain_text("Pending")
         screenshot(page, "live-run-waiting-approval")
         page.evaluate("window.__marker = 'same page'")
         page.once("dialog", lambda dialog: dialog.accept())
         page.get_by_role("button", name="Cancel run").click()  # a form the socket rendered
         expect(summary).to_contain_text("Cancelled")
-        expect(page.locator("#step-3")).to_have_count(0)  # it never ran
+        expect(page.locator("#step-5")).to_have_count(0)  # it never ran
         expect(page.locator("#run-approvals article.approval")).to_contain_text("Cancelled")
         expect(page.locator("#run-events")).to_contain_text("Status changed to cancelled")
         assert page.evaluate("window.__marker") == "same page"
-        assert shown_ids(page, "#timeline > li") == ["step-1", "step-2"]
+        assert shown_ids(page, "#timeline > li") == ["step-1", "step-2", "step-3", "step-4"]
     finally:
         worker.stop()

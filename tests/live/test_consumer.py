@@ -70,24 +70,51 @@ def test_a_socket_opened_from_another_site_is_refused_at_the_handshake(cookies, 
 # --- one run --------------------------------------------------------------------------------------
 
 
-def test_a_member_follows_their_own_run_step_by_step(cookies, alice, start_run):
-    run = start_run(alice)  # events 1 (queued) and 2 (the user's message)
+@pytest.fixture
+def payments(monkeypatch):
+    """The demo's payment provider, in process (the live tests run no web server)."""
+    import dataclasses
+
+    import agents.demo.refund_desk  # noqa: F401  (registers the demo's tools)
+    from agents.runtime import tools
+
+    made: list[dict] = []
+
+    def refund(**kwargs):
+        made.append(kwargs)
+        return {
+            "refund_id": f"re_{len(made)}",
+            "order": kwargs["order"],
+            "amount": kwargs["amount"],
+        }
+
+    tool = tools.get_tool("issue_refund")
+    monkeypatch.setitem(tools._TOOLS, "issue_refund", dataclasses.replace(tool, fn=refund))
+    return made
+
+
+def test_a_member_follows_their_own_run_step_by_step(cookies, alice, start_run, payments):
+    # Events 1 (queued) and 2 (the user's message); $40 needs no approval.
+    run = start_run(alice, "Please refund $40 for order A-1002")
 
     async def scenario():
         async with Socket(cookies[alice]) as ws:
             await ws.subscribe("run", run=str(run.pk), after=2)
             assert await ws.nothing()  # the page is current: nothing to catch up
-            await step(run, slice_seconds=0)  # lookup: claimed (3), finished (4)
+            await step(run, slice_seconds=0)  # model: claimed (3), finished (4)
             first = "".join(await ws.receive_until('data-seq="4"'))
             assert 'id="step-1"' in first and 'id="step-2"' in first  # done + the next one
             assert 'id="event-3"' in first and 'id="event-4"' in first
-            await step(run)  # decide: claimed (5), finished (6), reply message (7)
-            second = "".join(await ws.receive_until('data-seq="7"'))
-            assert "Finished after 2 steps" in text(second) and 'id="msg-2"' in second
+            # tools, model, tools, model: claimed (5), finished (6-9), then the transcript
+            # (two tool calls, their results, the reply: 10-14)
+            await step(run)
+            second = "".join(await ws.receive_until('data-seq="14"'))
+            assert "Finished after 5 steps" in text(second) and 'id="msg-6"' in second
             assert 'id="event-3"' not in second  # nothing is sent twice
-            assert "this is the refund desk" in second
+            assert "Done: 40.00 refunded for order A-1002 (refund re_1)." in second
 
     run_async(scenario)
+    assert len(payments) == 1
 
 
 @pytest.mark.parametrize("who", ["outsider", "other member"])

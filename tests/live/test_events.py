@@ -51,7 +51,7 @@ def sent():
 
 def test_every_event_of_a_run_is_numbered_one_more_than_the_one_before(alice, start_run, sent):
     run = start_run(alice, REFUND)
-    step_sync(run)  # lookup, decide: waits for approval
+    step_sync(run)  # model, tools, model, tools: waits for approval
     assert reload(run).status == "waiting_approval"
     stored = events_of(run)
     assert stored == [
@@ -60,11 +60,13 @@ def test_every_event_of_a_run_is_numbered_one_more_than_the_one_before(alice, st
         (3, "step.started"),
         (4, "step.finished"),
         (5, "step.finished"),
-        (6, "approval.requested"),
+        (6, "step.finished"),
+        (7, "step.finished"),
+        (8, "approval.requested"),
     ]
-    assert reload(run).event_seq == 6
+    assert reload(run).event_seq == 8
     durable = [e["seq"] for e in sent if e["run_id"] == str(run.pk) and "seq" in e]
-    assert durable == [1, 2, 3, 4, 5, 6]
+    assert durable == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
 def test_an_event_is_stored_in_the_transaction_of_its_write_and_rolls_back_with_it(
@@ -116,8 +118,8 @@ def test_live_tokens_are_sent_while_the_model_answers_but_never_stored(
     tokens = [e["text"] for e in live if e["kind"] == "llm.token"]
     assert len(tokens) > 5 and tokens[-1].startswith("Hello, this is the refund desk.")
     assert all(e["seq"] is None for e in live if "seq" in e)
-    # The step the call belongs to (decide) started when lookup's commit wrote event 4.
-    assert {e["after"] for e in live} == {4}
+    # The step the call belongs to (the first, model) started with event 3 (step.started).
+    assert {e["after"] for e in live} == {3}
     assert not [k for _, k in events_of(run) if k.startswith("llm.")]
 
 
@@ -127,8 +129,8 @@ def test_catch_up_returns_exactly_the_events_after_the_last_one_seen(alice, star
     principal = factories.principal_for(alice)
     view = render.RunView(principal=principal, run_id=str(run.pk), after=3)
     [html] = render.run_catch_up(view)
-    assert re.findall(r'<li id="event-(\d+)"', html) == ["4", "5", "6"]
-    assert view.after == 6 and 'data-seq="6"' in html
+    assert re.findall(r'<li id="event-(\d+)"', html) == ["4", "5", "6", "7", "8"]
+    assert view.after == 8 and 'data-seq="8"' in html
     assert render.run_catch_up(view) == []  # nothing new: nothing sent
 
 
@@ -148,10 +150,10 @@ def test_a_socket_that_missed_live_messages_gets_each_from_the_database_exactly_
             assert await ws.nothing(0.5)
             # ...the next message, even a stale duplicate of the last, brings the rest.
             poke = {"type": "live.event", "run_id": str(run.pk), "kind": "step.finished"}
-            await get_channel_layer().group_send(group, {**poke, "seq": 6})
+            await get_channel_layer().group_send(group, {**poke, "seq": 8})
             html = await ws.receive()
-            assert re.findall(r'<li id="event-(\d+)"', html) == ["3", "4", "5", "6"]
-            await get_channel_layer().group_send(group, {**poke, "seq": 6})
+            assert re.findall(r'<li id="event-(\d+)"', html) == ["3", "4", "5", "6", "7", "8"]
+            await get_channel_layer().group_send(group, {**poke, "seq": 8})
             await get_channel_layer().group_send(group, {**poke, "seq": 4})
             assert await ws.nothing(0.5)  # already shown: nothing twice
 
@@ -166,4 +168,4 @@ def _drive_silently(run: Run) -> None:
     finally:
         progress._subscribers.extend(subscribers)
     with tenant_scope(run.tenant_id):
-        assert RunEventLog.objects.for_tenant(run.tenant_id).filter(run=run).count() == 6
+        assert RunEventLog.objects.for_tenant(run.tenant_id).filter(run=run).count() == 8

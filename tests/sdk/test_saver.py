@@ -123,3 +123,20 @@ def test_the_threads_run_shows_on_the_run_page_and_in_the_console(
     assert page.status_code == console.status_code == listed.status_code == 200
     assert "shown" in page.content.decode()
     assert str(run.pk)[:8] in listed.content.decode()
+
+
+def test_the_langgraph_agent_cannot_be_started_or_talked_to_here(tenant_a, client_for):
+    from django.test import Client
+
+    key = factories.make_api_key(tenant_a, ["read", "write"]).raw
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
+    for path, body in [
+        ("/api/v1/runs", {"agent": "langgraph", "input": {}}),
+        ("/api/v1/sessions", {"agent": "langgraph", "title": "t"}),
+    ]:
+        response = api.post(path, body, content_type="application/json")
+        assert response.status_code == 400, response.content
+        assert response.json()["code"] == "agent_not_startable"
+    page = client_for("admin").get("/runs/").content.decode()
+    start_form = page.split('id="start-form"')[1].split("</section>")[0]
+    assert 'value="refund_desk"' in start_form and 'value="langgraph"' not in start_form
