@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from agents.runtime import external
 from core import json_input
 from core.api import ApiView, error_responses, validated
+from core.idempotency import idempotent
 from core.serializers import JSONObjectField
 
 TAGS = ["langgraph"]
@@ -182,6 +183,7 @@ class CheckpointsView(ApiView):
         request=CheckpointPutSerializer,
         responses={201: CheckpointSavedSerializer, **error_responses(400, 403)},
     )
+    @idempotent
     def post(self, request: Request) -> Response:
         """Save a checkpoint (the same id again replaces it): idempotent by its id."""
         data = validated(CheckpointPutSerializer, request.data)
@@ -207,6 +209,7 @@ class WritesView(ApiView):
         request=WritesPutSerializer,
         responses={204: None, **error_responses(400, 403)},
     )
+    @idempotent
     def post(self, request: Request) -> Response:
         """Save a task's pending writes: idempotent by (checkpoint, task, index)."""
         data = validated(WritesPutSerializer, request.data)

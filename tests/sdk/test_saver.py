@@ -140,3 +140,23 @@ def test_the_langgraph_agent_cannot_be_started_or_talked_to_here(tenant_a, clien
     page = client_for("admin").get("/runs/").content.decode()
     start_form = page.split('id="start-form"')[1].split("</section>")[0]
     assert 'value="refund_desk"' in start_form and 'value="langgraph"' not in start_form
+
+
+def test_saving_a_checkpoint_honours_an_idempotency_key(tenant_a):
+    from django.test import Client
+
+    key = factories.make_api_key(tenant_a, ["read", "write"]).raw
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {key}", HTTP_IDEMPOTENCY_KEY="save-1")
+    body = {"thread_id": "idem", "checkpoint_id": "1", "type": "json", "blob": "e30="}
+    first = api.post("/api/v1/langgraph/checkpoints", body, content_type="application/json")
+    again = api.post("/api/v1/langgraph/checkpoints", body, content_type="application/json")
+    other = api.post(
+        "/api/v1/langgraph/checkpoints",
+        {**body, "checkpoint_id": "2"},
+        content_type="application/json",
+    )
+
+    assert first.status_code == again.status_code == 201 and first.json() == again.json()
+    assert other.status_code in (409, 422) and other.json()["code"].startswith("idempotency")
+    with tenant_scope(tenant_a.pk):
+        assert ExternalCheckpoint.objects.filter(thread_id="idem").count() == 1

@@ -42,8 +42,9 @@ class Client:
     def get(self, path: str, **params: Any) -> Any:
         return self._send("GET", path, params=params)
 
-    def post(self, path: str, body: dict[str, Any]) -> Any:
-        return self._send("POST", path, json=body, write=True)
+    def post(self, path: str, body: dict[str, Any], *, idempotency_key: bool = True) -> Any:
+        """POST `body`; with a fresh Idempotency-Key unless the call is idempotent by itself."""
+        return self._send("POST", path, json=body, write=idempotency_key)
 
     def delete(self, path: str) -> Any:
         return self._send("DELETE", path, write=True)

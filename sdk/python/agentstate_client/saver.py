@@ -118,6 +118,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
             )
         kind, raw = self.serde.dumps_typed(rest)
         full_metadata = get_checkpoint_metadata(config, metadata)
+        # Idempotent by the checkpoint's id: no Idempotency-Key record needed per step.
         self._client.post(
             "langgraph/checkpoints",
             {
@@ -133,6 +134,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
                 "preview": _preview(values),
                 "step": _step_name(full_metadata),
             },
+            idempotency_key=False,
         )
         return {
             "configurable": {
@@ -175,6 +177,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
                 "writes": encoded,
                 "interrupts": interrupts,
             },
+            idempotency_key=False,  # idempotent by (checkpoint, task, index)
         )
 
     def decision(self, config: RunnableConfig) -> dict[str, Any] | None:
