@@ -136,13 +136,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
             },
             idempotency_key=False,
         )
-        return {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint["id"],
-            }
-        }
+        return _config(thread_id, ns, checkpoint["id"])
 
     def put_writes(
         self,
@@ -259,34 +253,28 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         writes = sorted(
             found["writes"], key=lambda w: writes_sort_key(w["task_path"], w["task_id"], w["idx"])
         )
-        own = {
-            "configurable": {
-                "thread_id": found["thread_id"],
-                "checkpoint_ns": found["checkpoint_ns"],
-                "checkpoint_id": found["checkpoint_id"],
-            }
-        }
+        thread_id, ns = found["thread_id"], found["checkpoint_ns"]
         parent = found["parent_checkpoint_id"]
         return CheckpointTuple(
-            config=config or own,
+            config=config or _config(thread_id, ns, found["checkpoint_id"]),
             checkpoint={**checkpoint, "channel_values": values},
             metadata=found["metadata"],
-            parent_config=(
-                {
-                    "configurable": {
-                        "thread_id": found["thread_id"],
-                        "checkpoint_ns": found["checkpoint_ns"],
-                        "checkpoint_id": parent,
-                    }
-                }
-                if parent
-                else None
-            ),
+            parent_config=_config(thread_id, ns, parent) if parent else None,
             pending_writes=[
                 (w["task_id"], w["channel"], self.serde.loads_typed((w["type"], _unb64(w["blob"]))))
                 for w in writes
             ],
         )
+
+
+def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
 
 
 def _interrupts(value: Any) -> list[dict[str, Any]]:
