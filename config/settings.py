@@ -366,6 +366,10 @@ LOGGING = {
 AGENTSTATE_AGENT_MODULES = env_list("AGENTSTATE_AGENT_MODULES", ["agents.demo.refund_desk"])
 # A worker holds a run for this long without renewing; a dead worker's run waits this long.
 AGENTSTATE_LEASE_SECONDS = env_float("AGENTSTATE_LEASE_SECONDS", 120.0, minimum=1.0)
+# Attempts a step may lose to a lost database or Redis or a killed worker, on top of its own
+# retry budget (which only its failures use up): a step that kills its worker every time
+# still ends.
+AGENTSTATE_INFRASTRUCTURE_RETRIES = env_int("AGENTSTATE_INFRASTRUCTURE_RETRIES", 20, minimum=0)
 # How long one task keeps stepping a run before yielding to the queue (fairness).
 AGENTSTATE_SLICE_SECONDS = env_float("AGENTSTATE_SLICE_SECONDS", 5.0, minimum=0.0)
 # Send the engine's claim and persist as server-side prepared statements (parsed and planned

@@ -14,7 +14,15 @@ from agents.console.errors import NoSuchCheckpoint
 from agents.runtime import extensions, selectors
 from agents.runtime.definitions import Agent, get_agent
 from agents.runtime.fencing import BUSY, FREE, REQUEUE, audit, changed, fenced
-from agents.runtime.models import Checkpoint, Run, RunEvent, RunEventLog, StepAttempt, ToolCall
+from agents.runtime.models import (
+    Checkpoint,
+    PackedContext,
+    Run,
+    RunEvent,
+    RunEventLog,
+    StepAttempt,
+    ToolCall,
+)
 from agents.runtime.progress import publish
 from tenants.audit import audit_record
 from tenants.principal import Principal
@@ -84,6 +92,8 @@ def _rewind(principal: Principal, run: Run, version: int, start: _Start, repeat:
     )
     _keep_history(run, after_seq=start.seq)
     Checkpoint.objects.for_tenant(run.tenant_id).filter(run=run, seq__gt=start.seq).delete()
+    # What the undone steps packed for their model: the steps run again and pack anew.
+    PackedContext.objects.for_tenant(run.tenant_id).filter(run=run, seq__gt=start.seq).delete()
     later_calls = ToolCall.objects.for_tenant(run.tenant_id).filter(run=run, seq__gt=start.seq)
     forgotten = later_calls.delete()[0] if repeat else 0
     extensions.run_cancelled.send(sender=Run, tenant_id=run.tenant_id, run_id=run.pk)

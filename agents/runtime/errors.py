@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+import psycopg
+import redis
+from django.db import InterfaceError, OperationalError
+
 from tenants.errors import AppError
+
+# Failures of the services a step runs on, never of the step: its attempt is retried once they
+# answer again, and never counted against the step's retry budget.
+INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
+    OperationalError,
+    InterfaceError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+)
 
 
 class StepError(Exception):

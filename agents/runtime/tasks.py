@@ -7,10 +7,11 @@ import os
 import socket
 
 from celery import shared_task
-from django.db import InterfaceError, OperationalError, close_old_connections, connections
+from django.db import close_old_connections, connections
 
 from agents.runtime import metrics
 from agents.runtime.engine.runner import drive
+from agents.runtime.errors import INFRASTRUCTURE_ERRORS
 from agents.runtime.sweeps import expire_idempotency, recover
 from core.log_context import bind as log_context
 from tenants.tasks import TenantTask
@@ -42,10 +43,11 @@ def run_step(self, *, tenant_id: str, run_id: str) -> dict:
     try:
         with log_context(tenant_id=tenant_id, run_id=run_id):
             result = drive(tenant_id=tenant_id, run_id=run_id, worker=_worker_id())
-    except (OperationalError, InterfaceError) as exc:
-        # The database went away mid-step. Drop the broken connection and come back; our
-        # lease lets this process resume where it was once PostgreSQL answers again.
-        logger.warning("run %s: database unavailable (%s); retrying", run_id, exc)
+    except INFRASTRUCTURE_ERRORS as exc:
+        # The database or Redis went away mid-step (or while claiming or persisting). Drop the
+        # broken connections and come back; our lease lets this process resume where it was
+        # once the service answers again. The step's own retry budget is not touched.
+        logger.warning("run %s: a service is unavailable (%s); retrying", run_id, exc)
         for conn in connections.all():
             conn.close_if_unusable_or_obsolete()
             conn.close()

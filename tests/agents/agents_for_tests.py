@@ -5,6 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 
+import redis
+from django.db import OperationalError
+
 from agents.runtime.definitions import (
     Agent,
     RetryPolicy,
@@ -87,6 +90,11 @@ def wobble(ctx):
         return {}["missing"]
     if mode == "agent_fail":
         return fail("customer not found", looked=True)
+    if mode in ("database_lost", "redis_lost") and calls["flaky.wobble"] <= ctx.run_input["times"]:
+        # A service the step uses went away mid-step (issue 17): not the step's fault.
+        if mode == "redis_lost":
+            raise redis.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:6379.")
+        raise OperationalError("consuming input failed: server closed the connection unexpectedly")
     return finish({"attempt": ctx.attempt})
 
 

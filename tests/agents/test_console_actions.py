@@ -270,6 +270,32 @@ def test_rewinding_with_side_effects_chosen_makes_the_recorded_calls_again(
         assert ToolCall.objects.filter(run=run).count() == 1
 
 
+def test_rewinding_past_steps_that_packed_context_replaces_their_records(
+    start, step, reload, act, enqueued
+):
+    # Issue 17: the packed-context records of undone steps stayed, and the re-run step's own
+    # record collided with them (IntegrityError at every persist, the run stuck "running").
+    from agents.runtime.models import PackedContext
+    from tests.agents import tool_agents_for_tests  # noqa: F401  (registers tool_desk)
+
+    run = start("tool_desk", message="refund A-1002")
+    for _ in range(10):
+        if step(run).status == "succeeded":
+            break
+    with tenant_scope(run.tenant_id):
+        packed_before = sorted(PackedContext.objects.filter(run=run).values_list("seq", flat=True))
+    act(actions.run_replay, run, seq=1, as_new_run=False)
+    with tenant_scope(run.tenant_id):
+        assert list(PackedContext.objects.filter(run=run).values_list("seq", flat=True)) == [1]
+    for _ in range(10):
+        if step(run).status == "succeeded":
+            break
+    assert reload(run).status == "succeeded"
+    with tenant_scope(run.tenant_id):
+        packed_after = sorted(PackedContext.objects.filter(run=run).values_list("seq", flat=True))
+    assert packed_after == packed_before == [1, 3, 5]
+
+
 def test_replaying_from_a_checkpoint_the_run_does_not_have_is_refused(tenant_a, act):
     run = make_run(tenant_a, status="failed")
     with pytest.raises(Exception, match="no checkpoint 7"):

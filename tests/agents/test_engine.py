@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 from django.utils import timezone
+from redis.exceptions import ConnectionError
 
 from agents.runtime import selectors
 from agents.runtime.engine import store
@@ -243,6 +244,48 @@ def test_a_step_that_raises_is_recorded_with_its_traceback_and_corrupts_no_state
     assert "KeyError" in failed.traceback and "wobble" in failed.traceback
     checkpoints = rows(Checkpoint, tenant_a, run=run)
     assert [c.state for c in checkpoints] == [{"started": True}]  # no 'half' written
+
+
+@pytest.mark.parametrize(
+    ("mode", "error"), [("database_lost", OperationalError), ("redis_lost", ConnectionError)]
+)
+def test_a_lost_service_mid_step_is_never_the_steps_failure_and_the_run_resumes(
+    start, step, reload, tenant_a, mode, error
+):
+    # More losses than the step's retry budget (3): none of them is charged to it.
+    run = start("flaky", mode=mode, times=5)
+    raised, result = 0, None
+    for _ in range(12):
+        try:
+            result = step(run)  # a slice of the run, as the task drives it
+        except error:  # the task retries it with backoff once the service answers
+            raised += 1
+            assert reload(run).status == "running" and not reload(run).error
+            continue
+        if result.status == "succeeded":
+            break
+    assert raised == 5 and result.status == "succeeded"
+    # Its retry budget (3 attempts) is untouched: only failures of the step use it up.
+    assert rows(StepAttempt, tenant_a, run=run, outcome="failed") == []
+    assert reload(run).output == {"attempt": 6}  # the sixth try, after five lost services
+
+
+def test_a_step_that_always_loses_its_service_still_ends_after_the_separate_allowance(
+    start, step, reload, settings
+):
+    settings.AGENTSTATE_INFRASTRUCTURE_RETRIES = 2
+    run = start("flaky", mode="database_lost", times=99)
+    results = []
+    for _ in range(12):
+        try:
+            results.append(step(run).status)
+        except OperationalError:
+            continue
+        if results[-1] == "failed":
+            break
+    assert results[-1] == "failed"
+    assert reload(run).error["code"] == "retries_exhausted"
+    assert t.calls["flaky.wobble"] == 3 + 2  # its budget plus the allowance, then no more
 
 
 def test_a_step_that_fails_on_purpose_checkpoints_its_state_and_fails_the_run(start, step, reload):

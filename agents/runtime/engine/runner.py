@@ -28,7 +28,7 @@ from agents.runtime.engine.failpoints import failpoint
 from agents.runtime.engine.heartbeat import Lease
 from agents.runtime.engine.step_context import StepContext
 from agents.runtime.engine.step_writes import write_extras
-from agents.runtime.errors import AppError, StepError
+from agents.runtime.errors import INFRASTRUCTURE_ERRORS, AppError, StepError
 from agents.runtime.models import RunStatus
 
 logger = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ class _Driver:
         deadline = time.monotonic() + slice_seconds
         while True:
             policy = agent.retry_for(self.step)
-            if self.attempt > policy.max_attempts:
+            if self.attempt > policy.max_attempts and self._budget_spent(policy.max_attempts):
                 return self._fail_permanently(
                     StepError(f"retry budget of {policy.max_attempts} attempts exhausted"),
                     code="retries_exhausted",
@@ -152,6 +152,11 @@ class _Driver:
             try:
                 transition = agent.get_step(self.step)(ctx)
                 _check(agent, transition)
+            except INFRASTRUCTURE_ERRORS:
+                # A lost database or Redis connection is not the step's fault: the attempt is
+                # abandoned (nothing recorded, the lease kept) and the task retries it with
+                # backoff once the service answers; the ledger replays what the step did.
+                raise
             except Exception as exc:  # noqa: BLE001 - every failure is recorded, none escapes
                 return self._handle_error(agent, exc, started_at, t0)
             failpoint("step.before_persist", self.step)
@@ -176,6 +181,19 @@ class _Driver:
                 1,
                 None,
             )
+
+    def _budget_spent(self, max_attempts: int) -> bool:
+        """Whether the step used up its retry budget. Only attempts that failed count: one
+        abandoned because a service went away (a lost connection, a killed worker) is not the
+        step's fault, and has a separate, generous allowance of its own."""
+        allowance = max_attempts + settings.AGENTSTATE_INFRASTRUCTURE_RETRIES
+        return (
+            self.attempt > allowance
+            or store.failed_attempts(
+                tenant_id=self.claim.tenant_id, run_id=self.claim.run_id, seq=self.seq + 1
+            )
+            >= max_attempts
+        )
 
     def _load_state(self, agent: Agent) -> dict:
         have, want = self.claim.state_version, agent.state_version

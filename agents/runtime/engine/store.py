@@ -34,6 +34,7 @@ PERSIST_SQL = sql.load("agents.runtime", "persist_step")
 # Fenced writes, sent by execute_fenced() after _SET_TENANT.
 FAILURE_SQL = sql.load("agents.runtime", "fail_step")
 CANCEL_SQL = sql.load("agents.runtime", "cancel_run")
+FAILED_ATTEMPTS_SQL = sql.load("agents.runtime", "count_failed_attempts")
 
 
 @dataclass
@@ -175,3 +176,15 @@ def dumps(value: Any) -> str | None:
 
 
 TERMINAL = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
+
+
+def failed_attempts(*, tenant_id: str, run_id: Any, seq: int) -> int:
+    """How many attempts at the step that would write checkpoint `seq` failed (not those
+    abandoned because a service went away: they record nothing)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _SET_TENANT + FAILED_ATTEMPTS_SQL,
+            {"tenant": str(tenant_id), "run": str(run_id), "seq": seq},
+        )
+        cursor.nextset()
+        return int(cursor.fetchone()[0])
