@@ -1,7 +1,7 @@
 """Time from launching the stack (installs done) to the first 200 on the login page.
 
 Launches what `make run` launches (`config.embedded exec -- config.run`: embedded PostgreSQL
-and Redis, migrate, demo seed, uvicorn + Celery worker + beat under honcho), polls
+and Redis, migrate, demo seed, gunicorn + Celery worker + beat under config/supervise.py), polls
 /login/, then stops it with SIGINT as Ctrl-C would and times the clean stop too.
 
     .venv/bin/python bench/boot.py [--runs N]

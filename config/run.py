@@ -1,4 +1,5 @@
-"""`make run`: migrate, load the demo, then run web + worker + beat under honcho."""
+"""`make run`: migrate, load the demo, then run web + worker + beat under our supervisor
+(config/supervise.py), which restarts any of them that dies."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ def main() -> int:
     subprocess.run([*manage, "seed_demo"], check=True, cwd=BASE_DIR)
     host, port = os.environ.get("HOST", "127.0.0.1"), os.environ.get("WEB_PORT", "8000")
     print(f"\nAgentState console: http://{host}:{port}/   (Ctrl-C stops everything)\n", flush=True)
-    honcho = Path(python).parent / "honcho"
-    # exec: honcho receives Ctrl-C directly and stops web, worker and beat.
-    os.execv(str(honcho), [str(honcho), "start", "-f", str(BASE_DIR / "Procfile")])
+    # exec: the supervisor receives Ctrl-C directly and stops web, worker and beat; a process
+    # that dies (a worker killed with SIGKILL) is started again, and the console stays up.
+    os.chdir(BASE_DIR)
+    os.execv(python, [python, "-m", "config.supervise", str(BASE_DIR / "Procfile")])
     return 0
 
 
