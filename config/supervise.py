@@ -61,7 +61,11 @@ class Supervisor:
         child.proc = subprocess.Popen(
             # exec: the shell expands the line's variables and becomes the process, so the pid
             # we watch (and a kill) is the process itself.
-            ["/bin/sh", "-c", f"exec {child.command}"],
+            [
+                "/bin/sh",
+                "-c",
+                child.command if child.command.startswith("exec ") else f"exec {child.command}",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stopped as a whole
