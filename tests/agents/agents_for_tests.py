@@ -6,7 +6,7 @@ import datetime as dt
 from collections import Counter
 
 import redis
-from django.db import OperationalError
+from django.db import IntegrityError, OperationalError
 
 from agents.runtime.definitions import (
     Agent,
@@ -264,3 +264,19 @@ def look(ctx):
 
 
 register(shapes)
+
+persist_breaks = Agent("persist_breaks", version=1, first="only")
+
+
+@persist_breaks.step
+def only(ctx):
+    # A write that commits with the step and breaks a constraint (issue 17: a rewind's stale
+    # packed-context record did this at every persist).
+    def clash():
+        raise IntegrityError('duplicate key value violates unique constraint "x_unique"')
+
+    ctx.write_with_step(clash)
+    return finish({"done": True})
+
+
+register(persist_breaks)

@@ -288,6 +288,19 @@ def test_a_step_that_always_loses_its_service_still_ends_after_the_separate_allo
     assert t.calls["flaky.wobble"] == 3 + 2  # its budget plus the allowance, then no more
 
 
+def test_an_error_while_persisting_fails_the_run_with_the_reason_instead_of_leaving_it_running(
+    start, step, reload, tenant_a
+):
+    run = start("persist_breaks")
+    assert step(run).status == "failed"
+    run = reload(run)
+    assert run.status == "failed" and run.error["code"] == "persist_failed"
+    assert run.lease_owner == ""
+    [failed] = rows(StepAttempt, tenant_a, run=run, outcome="failed")
+    assert "IntegrityError" in failed.traceback and "x_unique" in failed.traceback
+    assert rows(Checkpoint, tenant_a, run=run) == []  # nothing of the step was kept
+
+
 def test_a_step_that_fails_on_purpose_checkpoints_its_state_and_fails_the_run(start, step, reload):
     run = start("flaky", mode="agent_fail")
     assert step(run).status == "failed"

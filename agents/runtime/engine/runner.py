@@ -21,11 +21,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents.runtime import progress, queue
+from agents.runtime import progress
 from agents.runtime.definitions import Agent, Transition, get_agent
 from agents.runtime.engine import store
 from agents.runtime.engine.failpoints import failpoint
 from agents.runtime.engine.heartbeat import Lease
+from agents.runtime.engine.outcomes import STOPS, check, enqueue_on_commit, publish_stored
 from agents.runtime.engine.step_context import StepContext
 from agents.runtime.engine.step_writes import write_extras
 from agents.runtime.errors import INFRASTRUCTURE_ERRORS, AppError, StepError
@@ -60,7 +61,7 @@ def drive(
     if claim is None:
         return DriveResult(claimed=False, reason="not runnable, or leased by a live worker")
     failpoint("run.claimed")
-    _publish(
+    publish_stored(
         claim,
         "step.started",
         seq=claim.event_seq,
@@ -123,7 +124,7 @@ class _Driver:
                 },
             )
             if row is not None:
-                _publish(self.claim, "run.status", seq=row.event_seq, status=row.status)
+                publish_stored(self.claim, "run.status", seq=row.event_seq, status=row.status)
             return DriveResult(claimed=True, status=row[0] if row else None, reason="cancelled")
         try:
             agent = self.agent
@@ -151,7 +152,7 @@ class _Driver:
             )
             try:
                 transition = agent.get_step(self.step)(ctx)
-                _check(agent, transition)
+                check(agent, transition)
             except INFRASTRUCTURE_ERRORS:
                 # A lost database or Redis connection is not the step's fault: the attempt is
                 # abandoned (nothing recorded, the lease kept) and the task retries it with
@@ -166,12 +167,22 @@ class _Driver:
             except _Fenced:
                 logger.warning("run %s: superseded by another worker", self.claim.run_id)
                 return DriveResult(claimed=True, steps=self.steps, reason="fenced")
+            except INFRASTRUCTURE_ERRORS:
+                raise  # the task retries once the service answers (see the step above)
+            except Exception as exc:  # noqa: BLE001 - recorded where people look, not swallowed
+                # The step's writes were rolled back with its checkpoint. Persisting again
+                # would fail the same way (a constraint, a bug): the run fails with the reason
+                # and the traceback, instead of holding its lease until the sweep calls it lost.
+                logger.exception("run %s: persisting step %s failed", self.claim.run_id, self.step)
+                return self._fail_permanently(
+                    exc, code="persist_failed", started_at=started_at, t0=t0
+                )
             self.steps += 1
             if status != RunStatus.RUNNING:
                 if status == RunStatus.QUEUED:
-                    _enqueue_on_commit(self.claim.tenant_id, self.claim.run_id)
+                    enqueue_on_commit(self.claim.tenant_id, self.claim.run_id)
                 if transition.kind == "timer" and transition.wake_at is not None:
-                    _enqueue_on_commit(
+                    enqueue_on_commit(
                         self.claim.tenant_id, self.claim.run_id, eta=transition.wake_at
                     )
                 return DriveResult(claimed=True, steps=self.steps, status=status)
@@ -209,7 +220,7 @@ class _Driver:
         if t.kind == "goto" and keep_going:
             status, owner, attempts = RunStatus.RUNNING, self.worker, 1
         else:
-            status, owner, attempts = _STOPS[t.kind], "", 0
+            status, owner, attempts = STOPS[t.kind], "", 0
         approval_id = uuid.uuid4() if t.kind == "approval" else None
         state_json = store.dumps({**ctx.state, **t.update}) or "{}"  # a dict is never None
         read_upto = max((m["seq"] for m in ctx.__dict__.get("transcript", ())), default=0)
@@ -262,7 +273,7 @@ class _Driver:
         self, row: store.Written, t: Transition, params: dict[str, Any], committed: bool = False
     ) -> None:
         self.event_seq = row.event_seq
-        _publish(
+        publish_stored(
             self.claim,
             "step.finished",
             committed=committed,
@@ -295,7 +306,7 @@ class _Driver:
                 t0=t0,
             )
             if status is not None:
-                _enqueue_on_commit(self.claim.tenant_id, self.claim.run_id, countdown=delay)
+                enqueue_on_commit(self.claim.tenant_id, self.claim.run_id, countdown=delay)
             return DriveResult(claimed=True, steps=self.steps, status=status, reason="retrying")
         code = getattr(exc, "code", "step_raised")
         if transient:
@@ -364,7 +375,7 @@ class _Driver:
             return None
         self._set_version(row.version)
         self.event_seq = row.event_seq
-        _publish(
+        publish_stored(
             self.claim,
             "step.failed",
             seq=row.event_seq,
@@ -376,40 +387,3 @@ class _Driver:
             error={"code": code, "message": error["message"]},
         )
         return row.status
-
-
-# The run's status after a step that does not hand over to the next one in this drive.
-_STOPS = {
-    "goto": RunStatus.QUEUED,  # the time slice is used up: back to the queue
-    "finish": RunStatus.SUCCEEDED,
-    "fail": RunStatus.FAILED,
-    "approval": RunStatus.WAITING_APPROVAL,
-    "timer": RunStatus.WAITING_TIMER,
-    "event": RunStatus.WAITING_EVENT,
-}
-
-
-def _check(agent: Agent, t: Transition) -> None:
-    if not isinstance(t, Transition):
-        raise TypeError(f"a step must return a Transition (goto, finish, ...), got {t!r}")
-    if t.kind in {"goto", "approval", "timer", "event"}:
-        agent.get_step(t.next_step)
-
-
-def _enqueue_on_commit(tenant_id: str, run_id: Any, **options: Any) -> None:
-    transaction.on_commit(lambda: queue.enqueue_run(tenant_id=tenant_id, run_id=run_id, **options))
-
-
-def _publish(
-    claim: store.Claim, kind: str, *, seq: int, committed: bool = False, **data: Any
-) -> None:
-    """Send an event the engine's SQL already stored as number `seq` (after commit;
-    `committed`: the write was its own transaction and has committed already)."""
-    progress.publish(
-        tenant_id=claim.tenant_id,
-        run_id=claim.run_key,
-        kind=kind,
-        seq=seq,
-        committed=committed,
-        **data,
-    )
