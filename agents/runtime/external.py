@@ -266,10 +266,15 @@ def external_checkpoints(
     for key, value in (metadata or {}).items():
         rows = rows.filter(metadata__contains={key: value}, **{"metadata__has_key": key})
     rows = rows.order_by("thread_id", "checkpoint_ns", "-checkpoint_id")
+    scalar = all(not isinstance(v, dict | list) for v in (metadata or {}).values())
+    if limit is not None and scalar:
+        # Containment is equality for scalar values: the limit can go to the database, so the
+        # latest checkpoint of a long thread (get_tuple, every step) reads one row, not all.
+        rows = rows[: max(limit, 0)]
     found = [r for r in rows if _equal_metadata(r.metadata, metadata)]
     if limit is not None:
         found = found[: max(limit, 0)]
-    return [_with_values(principal, row) for row in found]
+    return _with_values(principal, found)
 
 
 def _equal_metadata(stored: dict[str, Any], wanted: dict[str, Any] | None) -> bool:
@@ -277,26 +282,53 @@ def _equal_metadata(stored: dict[str, Any], wanted: dict[str, Any] | None) -> bo
     return all(stored.get(k) == v for k, v in (wanted or {}).items())
 
 
-def _with_values(principal: Principal, row: ExternalCheckpoint) -> dict[str, Any]:
-    versions = {str(k): str(v) for k, v in (row.channel_versions or {}).items()}
-    blobs = (
-        ExternalBlob.objects.for_tenant(principal.tenant).filter(
-            thread_id=row.thread_id,
-            checkpoint_ns=row.checkpoint_ns,
-            channel__in=list(versions),
-            version__in=list(versions.values()),
+def _with_values(principal: Principal, found: list[ExternalCheckpoint]) -> list[dict[str, Any]]:
+    """The checkpoints with the channel values they name and their pending writes, read in
+    two queries per (thread, namespace) however many checkpoints there are."""
+    blobs: dict[tuple, dict[tuple[str, str], ExternalBlob]] = {}
+    writes: dict[tuple, list[ExternalWrite]] = {}
+    for thread_id, ns in {(r.thread_id, r.checkpoint_ns) for r in found}:
+        mine = [r for r in found if (r.thread_id, r.checkpoint_ns) == (thread_id, ns)]
+        channels = {str(c) for r in mine for c in (r.channel_versions or {})}
+        versions = {str(v) for r in mine for v in (r.channel_versions or {}).values()}
+        blobs[(thread_id, ns)] = (
+            {
+                (b.channel, b.version): b
+                for b in ExternalBlob.objects.for_tenant(principal.tenant).filter(
+                    thread_id=thread_id,
+                    checkpoint_ns=ns,
+                    channel__in=channels,
+                    version__in=versions,
+                )
+            }
+            if channels
+            else {}
         )
-        if versions
-        else []
-    )
-    values = [
-        {"channel": b.channel, "version": b.version, "type": b.type, "blob": bytes(b.blob)}
-        for b in blobs
-        if versions.get(b.channel) == b.version
+        for w in ExternalWrite.objects.for_tenant(principal.tenant).filter(
+            thread_id=thread_id, checkpoint_ns=ns, checkpoint_id__in=[r.checkpoint_id for r in mine]
+        ):
+            writes.setdefault((thread_id, ns, w.checkpoint_id), []).append(w)
+    return [
+        _as_dict(
+            row,
+            [
+                blob
+                for channel, version in (row.channel_versions or {}).items()
+                if (
+                    blob := blobs[(row.thread_id, row.checkpoint_ns)].get(
+                        (str(channel), str(version))
+                    )
+                )
+            ],
+            writes.get((row.thread_id, row.checkpoint_ns, row.checkpoint_id), []),
+        )
+        for row in found
     ]
-    writes = ExternalWrite.objects.for_tenant(principal.tenant).filter(
-        thread_id=row.thread_id, checkpoint_ns=row.checkpoint_ns, checkpoint_id=row.checkpoint_id
-    )
+
+
+def _as_dict(
+    row: ExternalCheckpoint, values: list[ExternalBlob], writes: list[ExternalWrite]
+) -> dict[str, Any]:
     return {
         "thread_id": row.thread_id,
         "checkpoint_ns": row.checkpoint_ns,
@@ -305,7 +337,10 @@ def _with_values(principal: Principal, row: ExternalCheckpoint) -> dict[str, Any
         "type": row.type,
         "blob": bytes(row.blob),
         "metadata": row.metadata,
-        "values": values,
+        "values": [
+            {"channel": b.channel, "version": b.version, "type": b.type, "blob": bytes(b.blob)}
+            for b in values
+        ],
         "writes": [
             {
                 "task_id": w.task_id,
