@@ -16,7 +16,7 @@ urlpatterns = [
     path("langgraph/writes", langgraph_api.WritesView.as_view(), name="api_langgraph_writes"),
     path("langgraph/decision", langgraph_api.DecisionView.as_view(), name="api_langgraph_decision"),
     path(
-        "langgraph/threads/<str:thread_id>",
+        "langgraph/threads/<path:thread_id>",
         langgraph_api.ThreadView.as_view(),
         name="api_langgraph_thread",
     ),

@@ -160,3 +160,17 @@ def test_saving_a_checkpoint_honours_an_idempotency_key(tenant_a):
     assert other.status_code in (409, 422) and other.json()["code"].startswith("idempotency")
     with tenant_scope(tenant_a.pk):
         assert ExternalCheckpoint.objects.filter(thread_id="idem").count() == 1
+
+
+def test_a_thread_id_with_slashes_spaces_and_question_marks_is_saved_and_deleted(saver_factory):
+    saver = saver_factory()
+    config = {"configurable": {"thread_id": "orders/1042 ?urgent"}}
+    builder = StateGraph(Tally)
+    builder.add_node("first", lambda state: {"seen": ["x"]})
+    builder.add_edge(START, "first")
+    builder.compile(checkpointer=saver).invoke({"seen": []}, config)
+    assert saver.get_tuple(config) is not None
+
+    saver.delete_thread("orders/1042 ?urgent")
+
+    assert saver.get_tuple(config) is None

@@ -19,6 +19,7 @@ import json
 import random
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -188,7 +189,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
 
     def delete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, value and write of the thread."""
-        self._client.delete(f"langgraph/threads/{thread_id}")
+        self._client.delete(f"langgraph/threads/{quote(str(thread_id), safe='')}")
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Versions that sort as strings: a zero-padded counter and a random tiebreak."""
