@@ -31,3 +31,27 @@ def _make(steps: int) -> Agent:
 
 
 AGENTS = {steps: _make(steps) for steps in STEP_COUNTS}
+
+
+# bench/recovery.py: a run whose steps take a while, so a worker can be killed mid-step.
+SLEEPY = "bench_sleepy"
+SLEEPY_STEPS = 20
+SLEEPY_SECONDS = 0.3
+
+
+def _make_sleepy() -> Agent:
+    import time
+
+    agent = Agent(SLEEPY, version=1, first="s0")
+    for index in range(SLEEPY_STEPS):
+
+        def step(ctx, _i=index, _last=index == SLEEPY_STEPS - 1):
+            time.sleep(SLEEPY_SECONDS)
+            return finish({"i": _i + 1}) if _last else goto(f"s{_i + 1}", i=_i + 1)
+
+        step.__name__ = f"s{index}"
+        agent.step(step)
+    return register(agent)
+
+
+SLEEPY_AGENT = _make_sleepy()

@@ -31,6 +31,7 @@ from agents.console import stuck
 from agents.runtime import metrics as engine_metrics
 from agents.runtime.metrics import redis_client
 from agents.runtime.models import Run, RunStatus
+from agents.runtime.queue import queue_keys
 from approvals.models import ApprovalRequest, ApprovalStatus
 from config.celery import app
 from tenants.scope import system_scope
@@ -145,7 +146,10 @@ def _redis_metrics() -> Iterator[Metric]:
     depth = GaugeMetricFamily(
         "agentstate_queue_depth", "Messages waiting in the Celery queue.", labels=["queue"]
     )
-    depth.add_metric([queue], engine_metrics.redis_client().llen(queue))
+    pipe = engine_metrics.redis_client().pipeline(transaction=False)
+    for key in queue_keys(queue):  # one list per priority step
+        pipe.llen(key)
+    depth.add_metric([queue], sum(pipe.execute()))
     yield depth
     stored = engine_metrics.read()
     durations = stored["durations"]
@@ -176,8 +180,36 @@ def _redis_metrics() -> Iterator[Metric]:
     )
     for field, n in sorted(stored["sweeps"].items()):
         sweep, _, what = field.partition(":")
-        sweeps.add_metric([sweep, what], n)
+        if what:
+            sweeps.add_metric([sweep, what], n)
     yield sweeps
+    yield from _recovery_metrics(stored)
+
+
+def _recovery_metrics(stored: dict[str, dict[str, float]]) -> Iterator[Metric]:
+    recovery = stored["recovery"]
+    buckets, running = [], 0.0
+    for le in engine_metrics.BUCKETS:
+        running += recovery.get(str(le), 0)
+        buckets.append((str(le), running))
+    buckets.append(("+Inf", running + recovery.get("+Inf", 0)))
+    yield HistogramMetricFamily(
+        "agentstate_recovery_seconds",
+        "From when a lost worker missed its liveness beat to its run being claimed again.",
+        buckets=buckets,
+        sum_value=recovery.get("sum_ms", 0.0) / 1000,
+    )
+    lost = CounterMetricFamily(
+        "agentstate_lost_attempts", "Attempts lost with their worker, by host.", labels=["host"]
+    )
+    for host, n in sorted(stored["lost"].items()):
+        lost.add_metric([host], n)
+    yield lost
+    yield CounterMetricFamily(
+        "agentstate_leases_broken_early",
+        "Runs taken back from a dead worker before its lease expired (liveness).",
+        value=stored["sweeps"].get("leases_broken_early", 0),
+    )
 
 
 def _may_scrape(request: HttpRequest) -> bool:

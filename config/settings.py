@@ -281,7 +281,7 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_BEAT_SCHEDULE = {
     "recover-runs": {
         "task": "agents.recover_runs",
-        "schedule": env_float("AGENTSTATE_RECOVERY_INTERVAL_SECONDS", 5.0, minimum=0.5),
+        "schedule": env_float("AGENTSTATE_RECOVERY_INTERVAL_SECONDS", 1.0, minimum=0.2),
     },
     "expire-idempotency-records": {
         "task": "agents.expire_idempotency_records",
@@ -364,8 +364,12 @@ LOGGING = {
 
 # --- Engine. --------------------------------------------------------------------------------------
 AGENTSTATE_AGENT_MODULES = env_list("AGENTSTATE_AGENT_MODULES", ["agents.demo.refund_desk"])
-# A worker holds a run for this long without renewing; a dead worker's run waits this long.
-AGENTSTATE_LEASE_SECONDS = env_float("AGENTSTATE_LEASE_SECONDS", 120.0, minimum=1.0)
+# A worker holds a run for this long without renewing (its keeper thread renews every third):
+# when Redis cannot tell whether a worker is alive, a dead worker's run waits this long.
+AGENTSTATE_LEASE_SECONDS = env_float("AGENTSTATE_LEASE_SECONDS", 10.0, minimum=1.0)
+# A worker process holding runs refreshes a Redis key with this expiry every third of it; the
+# recovery sweep takes back the runs of a worker whose key is gone (died or froze).
+AGENTSTATE_LIVENESS_SECONDS = env_float("AGENTSTATE_LIVENESS_SECONDS", 3.0, minimum=0.3)
 # Attempts a step may lose to a lost database or Redis or a killed worker, on top of its own
 # retry budget (which only its failures use up): a step that kills its worker every time
 # still ends.
@@ -405,6 +409,7 @@ AGENTSTATE_READY_PING_TIMEOUT_SECONDS = env_float(
 AGENTSTATE_METRICS_TOKEN = env_str("AGENTSTATE_METRICS_TOKEN", "")
 AGENTSTATE_METRICS_ALLOWED_IPS = env_list("AGENTSTATE_METRICS_ALLOWED_IPS", [])
 AGENTSTATE_QUEUE_NAME = env_str("AGENTSTATE_QUEUE_NAME", "celery")
+CELERY_TASK_DEFAULT_QUEUE = AGENTSTATE_QUEUE_NAME  # where runs and sweeps are sent
 
 LLM_PROVIDER = env_str("LLM_PROVIDER", "scripted")
 LLM_BASE_URL = env_str("LLM_BASE_URL", "http://127.0.0.1:11434/v1")

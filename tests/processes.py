@@ -19,7 +19,9 @@ from django.conf import settings
 from django.db import connection
 
 BASE_DIR = Path(__file__).resolve().parents[1]
-LOG_DIR = BASE_DIR / "var" / "test-logs"
+# A session on servers of its own (AGENTSTATE_TEST_LOG_DIR set beside AGENTSTATE_VAR_DIR) keeps
+# its logs apart too: child processes of two sessions must not write the same file.
+LOG_DIR = Path(os.environ.get("AGENTSTATE_TEST_LOG_DIR") or BASE_DIR / "var" / "test-logs")
 TEST_RATE_LIMIT = "1000000/min"
 # Every child process gets this key, so they derive the same demo payments secret.
 CHILD_SECRET_KEY = "test-" + "x" * 45
@@ -53,7 +55,7 @@ def process_env(**extra: str) -> dict[str, str]:
 
 
 class Proc:
-    """A child process with its own process group and a log file under var/test-logs."""
+    """A child process with its own process group and a log file under LOG_DIR."""
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         LOG_DIR.mkdir(parents=True, exist_ok=True)
@@ -82,8 +84,17 @@ class Proc:
             os.killpg(self.popen.pid, signal.SIGKILL)
         self.popen.wait(10)
 
+    def pause(self) -> None:
+        """SIGSTOP the process group: alive but silent, like a long GC pause or a partition."""
+        os.killpg(self.popen.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGCONT)
+
     def stop(self, timeout: float = 15) -> None:
         if self.alive():
+            self.resume()  # a stopped process would not hear SIGTERM
             try:
                 os.killpg(self.popen.pid, signal.SIGTERM)
                 self.popen.wait(timeout)

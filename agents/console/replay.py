@@ -1,10 +1,15 @@
 """Replay a run from checkpoint N: as a new run, or by rewinding this one. Recorded
 side effects are answered from the ledger unless the admin asks for them to be made again.
-Fenced, audited and one transaction like every console action (see fencing.py)."""
+Fenced, audited and one transaction like every console action (see fencing.py).
+
+What a rewind keeps, removes and replaces, row kind by row kind, is the table in
+docs/engine.md ("What a rewind keeps and removes"); tests/agents/test_rewind.py holds it."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F, Q
@@ -13,6 +18,7 @@ from django.utils import timezone
 from agents.console.errors import NoSuchCheckpoint
 from agents.runtime import extensions, selectors
 from agents.runtime.definitions import Agent, get_agent
+from agents.runtime.errors import ActionNotAllowed
 from agents.runtime.fencing import BUSY, FREE, REQUEUE, audit, changed, fenced
 from agents.runtime.models import (
     Checkpoint,
@@ -20,10 +26,12 @@ from agents.runtime.models import (
     Run,
     RunEvent,
     RunEventLog,
+    RunStatus,
     StepAttempt,
     ToolCall,
 )
 from agents.runtime.progress import publish
+from approvals.selectors import approval_requests_for_run
 from tenants.audit import audit_record
 from tenants.principal import Principal
 
@@ -33,6 +41,8 @@ class _Start:
     seq: int
     step: str
     schema_version: int
+    # The run's status right after the checkpoint's step: waiting_* if that step paused.
+    status: str = ""
 
 
 def _start_point(run: Run, seq: int, agent: Agent) -> _Start:
@@ -41,14 +51,14 @@ def _start_point(run: Run, seq: int, agent: Agent) -> _Start:
     found = (
         Checkpoint.objects.for_tenant(run.tenant_id)
         .filter(run=run, seq=seq)
-        .values_list("next_step", "schema_version")
+        .values_list("next_step", "schema_version", "status")
         .first()
     )
     if found is None or seq > run.step_seq:
         raise NoSuchCheckpoint(f"The run has no checkpoint {seq} (it has 0 to {run.step_seq}).")
     if not found[0]:
         raise NoSuchCheckpoint(f"Checkpoint {seq} ended the run; there is nothing after it.")
-    return _Start(seq, found[0], found[1])
+    return _Start(seq, found[0], found[1], found[2])
 
 
 @transaction.atomic
@@ -72,23 +82,34 @@ def run_replay(
 
 
 def _rewind(principal: Principal, run: Run, version: int, start: _Start, repeat: bool) -> Run:
+    seen = (
+        Run.objects.for_tenant(run.tenant_id)
+        .select_for_update()
+        .filter(pk=run.pk, version=version)
+        .first()
+    )
+    # None: the run changed meanwhile, and the fence below says so.
+    wait, pause = _wait_at(seen, start) if seen is not None else ({}, None)
     fresh = fenced(
         principal,
         run,
         version,
         FREE,
         BUSY,
-        **REQUEUE,
-        step_seq=start.seq,
-        current_step=start.step,
-        state_schema_version=start.schema_version,
-        attempts=0,
-        output=None,
-        error=None,
-        finished_at=None,
-        waiting_for="",
-        wake_payload=None,
-        cancel_requested=False,
+        **{
+            **REQUEUE,
+            "step_seq": start.seq,
+            "current_step": start.step,
+            "state_schema_version": start.schema_version,
+            "attempts": 0,
+            "output": None,
+            "error": None,
+            "finished_at": None,
+            "waiting_for": "",
+            "wake_payload": None,
+            "cancel_requested": False,
+            **wait,
+        },
     )
     _keep_history(run, after_seq=start.seq)
     Checkpoint.objects.for_tenant(run.tenant_id).filter(run=run, seq__gt=start.seq).delete()
@@ -96,6 +117,7 @@ def _rewind(principal: Principal, run: Run, version: int, start: _Start, repeat:
     PackedContext.objects.for_tenant(run.tenant_id).filter(run=run, seq__gt=start.seq).delete()
     later_calls = ToolCall.objects.for_tenant(run.tenant_id).filter(run=run, seq__gt=start.seq)
     forgotten = later_calls.delete()[0] if repeat else 0
+    # Whatever waited on the run stops waiting: its pending approval requests are cancelled.
     extensions.run_cancelled.send(sender=Run, tenant_id=run.tenant_id, run_id=run.pk)
     audit(
         principal,
@@ -106,9 +128,64 @@ def _rewind(principal: Principal, run: Run, version: int, start: _Start, repeat:
         step=start.step,
         side_effects_repeated=repeat,
         ledger_entries_forgotten=forgotten,
+        **({"approval_requested": str(pause.id)} if pause is not None else {}),
     )
-    changed(fresh, enqueue=True)
+    changed(fresh, enqueue=fresh.status == RunStatus.QUEUED)
+    if pause is not None:
+        # Asked again as the step asked (a new request; decided ones stay as history). A
+        # policy may approve it at once, which queues the run.
+        extensions.pause_handler("approval")(pause)
+        fresh.refresh_from_db()
     return fresh
+
+
+def _wait_at(run: Run, start: _Start) -> tuple[dict[str, Any], extensions.Pause | None]:
+    """How the rewound run goes on from a checkpoint whose step paused: the step is not run
+    again, and the step after it never runs without what it waited for. ({}: at once.)"""
+    waiting_there = run.step_seq == start.seq and run.status == start.status
+    if start.status == RunStatus.WAITING_APPROVAL:
+        pause = _pause_again(run, start)
+        wait = {"status": start.status, "waiting_for": str(pause.id), "not_before": None}
+        return wait, pause
+    if start.status == RunStatus.WAITING_EVENT:
+        if not waiting_there:
+            raise ActionNotAllowed(
+                f"Checkpoint {start.seq} waited for an external event; the step after it "
+                "received the event and nothing keeps it. Rewind to an earlier checkpoint (the "
+                "step waits for the event again) or a later one."
+            )
+        return {"status": start.status, "waiting_for": run.waiting_for, "not_before": None}, None
+    if start.status == RunStatus.WAITING_TIMER and waiting_there:
+        return {"status": start.status, "not_before": run.not_before}, None
+    return {}, None  # a timer that already went off stays gone off
+
+
+def _pause_again(run: Run, start: _Start) -> extensions.Pause:
+    """The approval the checkpoint's step asked for, to be asked again."""
+    asked = [
+        r
+        for r in approval_requests_for_run(tenant_id=run.tenant_id, run_id=run.pk)
+        if r.checkpoint_seq == start.seq
+    ]
+    if not asked:
+        raise ActionNotAllowed(
+            f"Checkpoint {start.seq} waited for a decision that is no longer recorded. Rewind "
+            "to an earlier checkpoint: its step asks again."
+        )
+    last = asked[-1]
+    return extensions.Pause(
+        id=uuid.uuid4(),
+        tenant_id=run.tenant_id,
+        run_id=run.pk,
+        checkpoint_seq=start.seq,
+        step=last.step,
+        action=last.action,
+        arguments=last.arguments,
+        reason=last.reason,
+        amount=last.amount,
+        # The same time to decide as the step gave, from now.
+        due_at=timezone.now() + (last.due_at - last.requested_at) if last.due_at else None,
+    )
 
 
 def _keep_history(run: Run, *, after_seq: int) -> None:

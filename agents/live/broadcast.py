@@ -39,6 +39,7 @@ TENANT_KINDS = frozenset(
     {
         "run.queued",
         "run.status",
+        "run.lost",
         "step.started",
         "step.finished",
         "step.failed",

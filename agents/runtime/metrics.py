@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from agents.runtime import progress
 
@@ -22,6 +23,8 @@ PREFIX = "agentstate:metrics:"
 DURATION_KEY = PREFIX + "step_duration"  # per-bucket counts (not cumulative), sum, count
 STEPS_KEY = PREFIX + "steps"  # by outcome: succeeded, retrying, failed
 SWEEPS_KEY = PREFIX + "sweeps"  # "<sweep>:<what>" -> runs touched
+RECOVERY_KEY = PREFIX + "recovery"  # lost → claimed again: per-bucket counts, sum, count
+LOST_KEY = PREFIX + "lost"  # lost attempts by the host of the worker that was lost
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 FLUSH_SECONDS = 1.0
 
@@ -65,6 +68,9 @@ def on_event(event: dict[str, Any]) -> None:
     elif kind == "step.failed":
         with _lock:
             _steps[str(event.get("outcome") or "failed")] += 1
+    elif kind == "step.started" and event.get("recovered"):
+        record_recovery((timezone.now() - event["lost_at"]).total_seconds())
+        return
     else:
         return
     if time.monotonic() - _last_flush >= FLUSH_SECONDS:
@@ -114,16 +120,55 @@ def record_sweep(sweep: str, counts: dict[str, int]) -> None:
         logging.getLogger(__name__).warning("could not send sweep metrics", exc_info=True)
 
 
+def record_lost(*, worker: str, early: bool) -> None:
+    """A run was taken back from a lost worker (`early`: before its lease expired)."""
+    host = worker.rpartition(":")[0] or worker  # "host:pid": pids churn, hosts do not
+    _send_counts([(LOST_KEY, host, 1), (SWEEPS_KEY, "leases_broken_early", int(early))])
+
+
+def record_recovery(seconds: float) -> None:
+    """A lost run was claimed again `seconds` after its worker was last seen alive."""
+    _send_counts(
+        [
+            (RECOVERY_KEY, _bucket(seconds), 1),
+            (RECOVERY_KEY, "count", 1),
+            (RECOVERY_KEY, "sum_ms", round(seconds * 1000)),
+        ]
+    )
+
+
+def _send_counts(counts: list[tuple[str, str, int]]) -> None:
+    try:
+        pipe = redis_client().pipeline(transaction=False)
+        for key, field, n in counts:
+            if n:
+                pipe.hincrby(key, field, n)
+        pipe.execute()
+    except Exception:  # noqa: BLE001 - metrics never break the engine
+        import logging
+
+        logging.getLogger(__name__).warning("could not send recovery metrics", exc_info=True)
+
+
+STORED = {
+    "durations": DURATION_KEY,
+    "steps": STEPS_KEY,
+    "sweeps": SWEEPS_KEY,
+    "recovery": RECOVERY_KEY,
+    "lost": LOST_KEY,
+}
+
+
 def read() -> dict[str, dict[str, float]]:
-    """The counters as stored: {"durations": {...}, "steps": {...}, "sweeps": {...}}."""
+    """The counters as stored: {"durations": {...}, "steps": {...}, "sweeps": {...}, ...}."""
     client = redis_client()
     pipe = client.pipeline(transaction=False)
-    for key in (DURATION_KEY, STEPS_KEY, SWEEPS_KEY):
+    for key in STORED.values():
         pipe.hgetall(key)
     raw = pipe.execute()
     return {
         name: {k.decode(): float(v) for k, v in found.items()}
-        for name, found in zip(("durations", "steps", "sweeps"), raw, strict=True)
+        for name, found in zip(STORED, raw, strict=True)
     }
 
 

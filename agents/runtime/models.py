@@ -135,6 +135,9 @@ class Run(TenantOwned):
     attempts = models.PositiveIntegerField(default=0)  # of the current step
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # When the recovery sweep took the run back from a worker that died holding it; cleared
+    # by the claim that recovers it (a run with lost_at is "lost, recovering").
+    lost_at = models.DateTimeField(null=True, blank=True)
     version = models.PositiveIntegerField(default=1)
     state_schema_version = models.PositiveIntegerField(default=1)
     not_before = models.DateTimeField(null=True, blank=True)  # retry backoff or timer
@@ -300,7 +303,7 @@ class AttemptOutcome(models.TextChoices):
     SUCCEEDED = "succeeded", "Succeeded"
     RETRYING = "retrying", "Failed, will retry"
     FAILED = "failed", "Failed"
-    LOST = "lost", "Worker lost (lease expired)"
+    LOST = "lost", "Worker lost"
     FENCED = "fenced", "Superseded by another worker"
 
 

@@ -9,10 +9,22 @@ from typing import Any
 from celery import current_app
 
 RUN_STEP = "agents.run_step"
+# Celery's Redis transport keeps a list per priority step (0, 3, 6, 9) and workers take from
+# the lowest number first. Runs go at NORMAL; a run taken back from a dead worker goes at
+# URGENT, ahead of new work, so a backlog does not keep a half-done run waiting. Beat's
+# sweeps carry no priority (0): they are quick and keep everything else moving.
+URGENT = 0
+NORMAL = 3
+PRIORITY_STEPS = (0, 3, 6, 9)
 
 
 def enqueue_run(
-    *, tenant_id: Any, run_id: Any, countdown: float | None = None, eta: dt.datetime | None = None
+    *,
+    tenant_id: Any,
+    run_id: Any,
+    countdown: float | None = None,
+    eta: dt.datetime | None = None,
+    priority: int = NORMAL,
 ) -> None:
     """Queue a slice of the run. Duplicates are harmless: only one claim can succeed."""
     current_app.send_task(
@@ -20,4 +32,10 @@ def enqueue_run(
         kwargs={"tenant_id": str(tenant_id), "run_id": str(run_id)},
         countdown=countdown,
         eta=eta,
+        priority=priority,
     )
+
+
+def queue_keys(queue: str) -> list[str]:
+    """The Redis lists holding `queue`'s messages, one per priority step."""
+    return [queue if p == 0 else f"{queue}\x06\x16{p}" for p in PRIORITY_STEPS]

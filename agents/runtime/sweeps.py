@@ -8,14 +8,15 @@ from functools import partial
 from django.conf import settings
 from django.db import connection, transaction
 
-from agents.runtime import queue
-from agents.runtime.metrics import record_sweep
+from agents.runtime import liveness, progress, queue
+from agents.runtime.metrics import record_lost, record_sweep
 from tenants import sql
 from tenants.scope import system_scope
 
 logger = logging.getLogger(__name__)
 
-RECOVER_EXPIRED_SQL = sql.load("agents.runtime", "requeue_lost_runs")
+LEASE_OWNERS_SQL = sql.load("agents.runtime", "running_lease_owners")
+RECOVER_LOST_SQL = sql.load("agents.runtime", "requeue_lost_runs")
 WAKE_TIMERS_SQL = sql.load("agents.runtime", "wake_due_timers")
 # Queued runs whose queue message may have been lost (broker restart, worker killed after
 # taking the message): send another. A duplicate loses the claim and does nothing.
@@ -26,8 +27,17 @@ EXPIRE_IDEMPOTENCY_SQL = sql.load("agents.runtime", "delete_expired_idempotency_
 def recover() -> dict[str, int]:
     """Requeue runs of dead workers, wake due timers, re-send stale queue messages."""
     with system_scope("run_recovery") as ctx, connection.cursor() as cursor:
-        cursor.execute(RECOVER_EXPIRED_SQL)
-        lost = cursor.fetchall()
+        cursor.execute(LEASE_OWNERS_SQL)
+        dead = liveness.dead_among([owner for (owner,) in cursor.fetchall()])
+        cursor.execute(
+            RECOVER_LOST_SQL,
+            {
+                "dead": list(dead),
+                "seen": list(dead.values()),
+                "quiet": settings.AGENTSTATE_LIVENESS_SECONDS,
+            },
+        )
+        lost = [_announce_lost(*row) for row in cursor.fetchall()]
         cursor.execute(WAKE_TIMERS_SQL)
         woken = cursor.fetchall()
         cursor.execute(STALE_QUEUED_SQL, [settings.AGENTSTATE_REQUEUE_AFTER_SECONDS])
@@ -35,10 +45,35 @@ def recover() -> dict[str, int]:
         counts = {"lost_leases": len(lost), "timers_woken": len(woken), "requeued": len(stale)}
         if lost or woken:
             ctx.record(**counts, runs=[str(r[0]) for r in (lost + woken)][:50])
-        for run_id, tenant_id in lost + woken + stale:
+        for run_id, tenant_id in lost:
+            transaction.on_commit(
+                partial(
+                    queue.enqueue_run, tenant_id=tenant_id, run_id=run_id, priority=queue.URGENT
+                )
+            )
+        for run_id, tenant_id in woken + stale:
             transaction.on_commit(partial(queue.enqueue_run, tenant_id=tenant_id, run_id=run_id))
     record_sweep("run_recovery", counts)
     return counts
+
+
+def _announce_lost(
+    run_id, tenant_id, seq: int, worker: str, step: str, step_seq: int, attempt: int, why: str
+) -> tuple:
+    """Tell live pages (after commit) and the metrics that the run's worker was lost."""
+    progress.publish(
+        tenant_id=tenant_id,
+        run_id=run_id,
+        kind="run.lost",
+        seq=seq,
+        status="queued",
+        worker=worker,
+        step=step,
+        step_seq=step_seq,
+        attempt=attempt,
+    )
+    transaction.on_commit(partial(record_lost, worker=worker, early=why == "worker_gone"))
+    return run_id, tenant_id
 
 
 def expire_idempotency() -> int:

@@ -280,3 +280,68 @@ def only(ctx):
 
 
 register(persist_breaks)
+
+
+# --- every kind of row a step writes (tests/agents/test_rewind.py) --------------------------------
+
+every_row = Agent(
+    "every_row",
+    version=1,
+    first="remember",
+    retry=RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.001),
+)
+
+
+@every_row.step
+def remember(ctx):
+    """Checkpoint 1: a packed context, a memory fact, a side effect, a message."""
+    ctx.pack(system="You take notes.")
+    ctx.memory.propose("preference", "Prefers to be contacted by email", key="contact.channel")
+    ctx.tools.call("count_effect", name="remember")
+    ctx.say("remember: noted")
+    return goto("labour", noted=True)
+
+
+@every_row.step
+def labour(ctx):
+    """Checkpoint 2: fails once the first time it runs (a retried attempt), then reads the
+    inbox, packs two contexts, makes two side effects, remembers and speaks."""
+    calls["every_row.labour"] += 1
+    if calls["every_row.labour"] == 1:
+        raise LLMRateLimited("429 from the model")
+    heard = [m["content"] for m in ctx.inbox]
+    ctx.pack(system="You work.")
+    ctx.pack(system="You work harder.")
+    first = ctx.tools.call("count_effect", name="labour 1")
+    second = ctx.tools.call("count_effect", name="labour 2")
+    ctx.memory.propose("profile", "Is called Ada", key="profile.name")
+    ctx.say(f"labour: heard {' | '.join(heard)}")
+    return goto("ask_manager", receipts=[first, second])
+
+
+@every_row.step
+def ask_manager(ctx):
+    """Checkpoint 3: waits for a manager (an approval request)."""
+    return wait_for_approval(
+        action="count_effect",
+        arguments={"name": "refund"},
+        then="settle",
+        reason="over the limit",
+        amount=400,
+    )
+
+
+@every_row.step
+def settle(ctx):
+    """Checkpoint 4: does what the manager decided; never runs without a decision."""
+    if ctx.decision is None:
+        raise PermanentStepError("settle ran without a manager's decision")
+    receipt = None
+    if ctx.decision["approved"]:
+        receipt = ctx.tools.call("count_effect", **ctx.decision["arguments"])
+    ctx.pack(system="You settle.")
+    ctx.say(f"settle: {'refunded' if receipt else 'declined'}")
+    return finish({"receipt": receipt})
+
+
+register(every_row)

@@ -11,11 +11,19 @@ from redis.exceptions import ConnectionError
 
 from agents.runtime import selectors
 from agents.runtime.engine import store
-from agents.runtime.models import Checkpoint, RunEvent, RunEventLog, StepAttempt, ToolCall
+from agents.runtime.models import (
+    Checkpoint,
+    Run,
+    RunEvent,
+    RunEventLog,
+    StepAttempt,
+    ToolCall,
+)
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from tenants.scope import tenant_scope
 from tests.agents import agents_for_tests as t
+from tests.processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -701,3 +709,139 @@ def test_a_step_sees_the_state_its_checkpoint_stores_whether_the_run_went_on_or_
     assert step(resumed).steps == 1  # the second step, from the checkpoint
     expected = {"pair": [1, 2], "keys": ["1"], "when": ["str", "2026-11-29 12:00:00"]}
     assert reload(went_on).output == reload(resumed).output == expected
+
+
+def test_a_run_whose_worker_stopped_beating_is_taken_back_before_its_lease_expires(
+    start, step, reload, admin, tenant_a, enqueued, settings
+):
+    from agents.runtime.sweeps import recover
+
+    settings.AGENTSTATE_LIVENESS_SECONDS = 0.3
+    run = start("three_steps")
+    # A worker that claimed with a long lease and died before its keeper ever said it lives.
+    store.claim(tenant_id=str(tenant_a.pk), run_id=run.pk, worker="gone:1", lease_seconds=600)
+    assert recover()["lost_leases"] == 0, "a run claimed this instant is left to its worker"
+    connection.cursor().execute("SELECT pg_sleep(0.4)")
+    assert recover()["lost_leases"] == 1
+    assert enqueued[-1]["run_id"] == run.pk
+    taken = reload(run)
+    assert (taken.status, taken.lease_owner) == ("queued", "")
+    assert taken.lost_at is not None
+    [lost] = rows(StepAttempt, tenant_a, run=run)
+    assert (lost.outcome, lost.worker, lost.error_code) == ("lost", "gone:1", "worker_lost")
+    assert lost.duration_ms >= 300, "the lost attempt says how long it ran"
+    assert step(run, worker="alive").status == "succeeded"
+    assert reload(run).lost_at is None
+    with tenant_scope(tenant_a.pk):
+        kinds = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("kind", "data"))
+    lost_event = next(data for kind, data in kinds if kind == "run.lost")
+    assert (lost_event["worker"], lost_event["why"], lost_event["step"]) == (
+        "gone:1",
+        "worker_gone",
+        "one",
+    )
+    recovered = [data for kind, data in kinds if kind == "step.started" and data.get("recovered")]
+    assert len(recovered) == 1 and recovered[0]["worker"] == "alive"
+
+
+def test_a_worker_that_keeps_beating_keeps_its_run_however_long_its_step(
+    start, reload, tenant_a, settings
+):
+    from agents.runtime import liveness
+    from agents.runtime.sweeps import recover
+    from tenants.redis_client import client
+
+    settings.AGENTSTATE_LIVENESS_SECONDS = 0.3
+    run = start("three_steps")
+    store.claim(tenant_id=str(tenant_a.pk), run_id=run.pk, worker="busy:1", lease_seconds=600)
+    client().set(liveness.key("busy:1"), "1", ex=60)
+    try:
+        connection.cursor().execute("SELECT pg_sleep(0.4)")
+        assert recover()["lost_leases"] == 0
+        assert reload(run).lease_owner == "busy:1"
+    finally:
+        client().delete(liveness.key("busy:1"))
+
+
+def test_the_lease_keeper_says_the_process_is_alive_while_it_holds_runs(start, step, settings):
+    import threading
+
+    from agents.runtime import liveness
+    from tenants.redis_client import client
+
+    run = start("slow", seconds=0.5)
+    client().delete(liveness.key("keeper-test:1"))
+    worker = threading.Thread(target=in_thread(lambda: step(run, worker="keeper-test:1")))
+    worker.start()
+    try:
+        wait_until(
+            lambda: client().get(liveness.key("keeper-test:1")),
+            timeout=2,
+            what="the keeper to set the liveness key while the step runs",
+        )
+        ttl = client().pttl(liveness.key("keeper-test:1"))
+        assert 0 < ttl <= settings.AGENTSTATE_LIVENESS_SECONDS * 1000
+    finally:
+        worker.join()
+
+
+def test_a_claim_that_raises_is_written_on_the_run_retried_with_backoff_then_failed(
+    start, step, reload, tenant_a, enqueued
+):
+    # A trigger that refuses this worker's claim stands for a bug or a broken row.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE FUNCTION test_refuse_claim() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN RAISE EXCEPTION 'broken row'; END $$;"
+            " CREATE TRIGGER test_refuse_claim BEFORE UPDATE ON agents_run FOR EACH ROW"
+            " WHEN (NEW.lease_owner = 'doomed') EXECUTE FUNCTION test_refuse_claim()"
+        )
+    try:
+        run = start("three_steps")
+        result = step(run, worker="doomed")
+        assert (result.claimed, result.status, result.reason) == (False, "queued", "claim_failed")
+        held = reload(run)
+        assert (held.status, held.lease_owner, held.error["code"]) == ("queued", "", "claim_failed")
+        assert "broken row" in held.error["message"]
+        assert held.not_before > timezone.now(), "held back, not hammered"
+        assert enqueued[-1]["run_id"] == run.pk
+        [attempt] = rows(StepAttempt, tenant_a, run=run)
+        assert (attempt.outcome, attempt.error_code) == ("retrying", "claim_failed")
+        assert "broken row" in attempt.traceback
+        for _ in range(4):
+            with tenant_scope(tenant_a.pk):
+                Run.objects.filter(pk=run.pk).update(not_before=None)
+            last = step(run, worker="doomed")
+        assert last.status == "failed"
+        failed = reload(run)
+        assert (failed.status, failed.error["code"]) == ("failed", "claim_failed")
+        assert len(rows(StepAttempt, tenant_a, run=run)) == 5
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "DROP TRIGGER test_refuse_claim ON agents_run; DROP FUNCTION test_refuse_claim()"
+            )
+
+
+def test_an_engine_error_between_steps_releases_the_run_and_is_retried_then_failed(
+    start, step, reload, tenant_a, enqueued, monkeypatch
+):
+    from agents.runtime.engine import runner
+
+    def broken(self, agent):
+        raise KeyError("checkpoint state lacks 'messages'")
+
+    monkeypatch.setattr(runner._Driver, "_load_state", broken)
+    run = start("three_steps")
+    result = step(run)
+    assert (result.status, result.reason) == ("queued", "engine_error")
+    held = reload(run)
+    assert (held.status, held.lease_owner, held.error["code"]) == ("queued", "", "engine_error")
+    [attempt] = rows(StepAttempt, tenant_a, run=run)
+    assert attempt.outcome == "retrying" and "KeyError" in attempt.traceback
+    for _ in range(4):
+        with tenant_scope(tenant_a.pk):
+            Run.objects.filter(pk=run.pk).update(not_before=None)
+        result = step(run)
+    assert result.status == "failed"
+    assert reload(run).error["code"] == "engine_error"

@@ -8,6 +8,11 @@ Drives that finish within a third of the lease never cost the thread a database 
 and it closes its connection after each round of renewals.
 A renewal names the version it was told about and the worker, so it cannot extend a lease
 that another worker has taken over.
+
+The same thread says the process is alive (agents/runtime/liveness.py): once the process has
+held a lease, it sets the worker's liveness key every third of AGENTSTATE_LIVENESS_SECONDS,
+so the recovery sweep takes back the runs of a process that died (or froze) within seconds.
+A step that computes for long still lets this thread run (the GIL switches every few ms).
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ import threading
 import time
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 
+from agents.runtime import liveness
 from core.per_process import PerProcess
 from tenants import sql
 
@@ -60,6 +67,9 @@ class _Keeper:
         self.held: set[Lease] = set()
         self.changed = threading.Condition()
         self.wakes_at = math.inf  # when the thread wakes next on its own
+        self.workers: set[str] = set()  # worker ids this process has held leases as
+        self.beat_interval = settings.AGENTSTATE_LIVENESS_SECONDS / 3
+        self.next_beat = math.inf
         self.thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
         self.thread.start()
 
@@ -67,6 +77,11 @@ class _Keeper:
         with self.changed:
             lease.due = time.monotonic() + lease.interval
             self.held.add(lease)
+            if lease.params["worker"] not in self.workers:  # say it is alive right away
+                self.workers.add(lease.params["worker"])
+                self.next_beat = 0.0
+                self.changed.notify()
+                return
             # Leases of one process are usually equally long, so a new one falls due after
             # the one the thread sleeps for: it is woken only when it would be late.
             if lease.due < self.wakes_at:
@@ -85,10 +100,19 @@ class _Keeper:
                 for lease in due:
                     lease.due = now + lease.interval
                     idle = lease.interval
-                self.wakes_at = min((lease.due for lease in self.held), default=now + idle)
-                if not due:
+                workers = list(self.workers) if self.next_beat <= now else []
+                if workers:
+                    self.next_beat = now + self.beat_interval
+                self.wakes_at = min(
+                    min((lease.due for lease in self.held), default=now + idle), self.next_beat
+                )
+                if not due and not workers:
                     self.changed.wait(self.wakes_at - now)
                     continue
+            if workers:
+                liveness.beat(workers)
+            if not due:
+                continue
             try:
                 for lease in due:
                     if lease in self.held:  # not released meanwhile (its drive ended)

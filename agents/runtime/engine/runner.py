@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from agents.runtime import progress
 from agents.runtime.definitions import Agent, Transition, get_agent
-from agents.runtime.engine import store
+from agents.runtime.engine import store, unexpected
 from agents.runtime.engine.failpoints import failpoint
 from agents.runtime.engine.heartbeat import Lease
 from agents.runtime.engine.outcomes import STOPS, check, enqueue_on_commit, publish_stored
@@ -57,7 +57,13 @@ def drive(
 ) -> DriveResult:
     """Run the run's steps while it stays runnable, up to a time slice."""
     lease = lease_seconds or settings.AGENTSTATE_LEASE_SECONDS
-    claim = store.claim(tenant_id=tenant_id, run_id=run_id, worker=worker, lease_seconds=lease)
+    try:
+        claim = store.claim(tenant_id=tenant_id, run_id=run_id, worker=worker, lease_seconds=lease)
+    except INFRASTRUCTURE_ERRORS:
+        raise  # the task retries once the service answers
+    except Exception as exc:  # noqa: BLE001 - recorded on the run, never silently looping
+        status = unexpected.claim_failed(tenant_id=tenant_id, run_id=run_id, worker=worker, exc=exc)
+        return DriveResult(claimed=False, status=status, reason="claim_failed")
     if claim is None:
         return DriveResult(claimed=False, reason="not runnable, or leased by a live worker")
     failpoint("run.claimed")
@@ -69,6 +75,8 @@ def drive(
         step_seq=claim.step_seq + 1,
         attempt=claim.attempts,
         status=RunStatus.RUNNING,
+        worker=worker,
+        **({"recovered": True, "lost_at": claim.lost_at} if claim.lost_at else {}),
     )
     driver = _Driver(claim, worker=worker, lease=lease)
     held = Lease(tenant_id=tenant_id, run_id=claim.run_id, worker=worker, lease=lease)
@@ -77,6 +85,10 @@ def drive(
         return driver.run(
             slice_seconds if slice_seconds is not None else settings.AGENTSTATE_SLICE_SECONDS
         )
+    except INFRASTRUCTURE_ERRORS:
+        raise  # the task retries once the service answers
+    except Exception as exc:  # noqa: BLE001 - the engine's own error between steps
+        return driver.engine_error(exc)
     finally:
         held.release()
 
@@ -296,22 +308,40 @@ class _Driver:
         if transient and self.attempt < policy.max_attempts:
             ceiling = min(policy.max_delay, policy.base_delay * 2 ** (self.attempt - 1))
             delay = max(random.uniform(0, ceiling), getattr(exc, "retry_after", None) or 0)
-            not_before = timezone.now() + dt.timedelta(seconds=delay)
-            status = self._write_failure(
-                exc,
-                status=RunStatus.QUEUED,
-                outcome="retrying",
-                not_before=not_before,
-                started_at=started_at,
-                t0=t0,
-            )
-            if status is not None:
-                enqueue_on_commit(self.claim.tenant_id, self.claim.run_id, countdown=delay)
-            return DriveResult(claimed=True, steps=self.steps, status=status, reason="retrying")
+            return self._retry_later(exc, delay, started_at, t0)
         code = getattr(exc, "code", "step_raised")
         if transient:
             code = "retries_exhausted"
         return self._fail_permanently(exc, code=code, started_at=started_at, t0=t0)
+
+    def engine_error(self, exc: Exception) -> DriveResult:
+        """An error of the engine's own between steps: recorded, retried, then failed."""
+        logger.exception("run %s: the engine failed around step %s", self.claim.run_id, self.step)
+        if self.attempt >= unexpected.ENGINE_ERROR_LIMIT:
+            return self._fail_permanently(exc, code="engine_error")
+        delay = unexpected.BACKOFF_SECONDS * 2 ** (self.attempt - 1)
+        return self._retry_later(exc, delay, timezone.now(), time.perf_counter(), "engine_error")
+
+    def _retry_later(
+        self,
+        exc: Exception,
+        delay: float,
+        started_at: dt.datetime,
+        t0: float,
+        code: str | None = None,
+    ) -> DriveResult:
+        status = self._write_failure(
+            exc,
+            status=RunStatus.QUEUED,
+            outcome="retrying",
+            not_before=timezone.now() + dt.timedelta(seconds=delay),
+            started_at=started_at,
+            t0=t0,
+            code=code,
+        )
+        if status is not None:
+            enqueue_on_commit(self.claim.tenant_id, self.claim.run_id, countdown=delay)
+        return DriveResult(claimed=True, steps=self.steps, status=status, reason=code or "retrying")
 
     def _fail_permanently(
         self,

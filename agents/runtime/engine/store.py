@@ -55,6 +55,7 @@ class Claim:
     messages_upto: int
     cancel_requested: bool = False
     event_seq: int = 0  # number of the run's latest event (this claim's step.started)
+    lost_at: Any = None  # the run was taken back from a worker lost then: this recovers it
 
     @cached_property
     def run_key(self) -> str:
@@ -94,6 +95,7 @@ def claim(*, tenant_id: str, run_id: Any, worker: str, lease_seconds: float) -> 
         cp_version,
         upto,
         event_seq,
+        lost_at,
     ) = row
     return Claim(
         run_id=rid,
@@ -112,6 +114,7 @@ def claim(*, tenant_id: str, run_id: Any, worker: str, lease_seconds: float) -> 
         messages_upto=upto or 0,
         cancel_requested=cancel_requested,
         event_seq=event_seq,
+        lost_at=lost_at,
     )
 
 
@@ -164,11 +167,16 @@ def execute_fenced(sql: str, params: dict) -> Written | None:
 
     Outside `transaction.atomic()` the statement is its own transaction; inside, it joins it.
     """
+    row = execute_for_tenant(sql, params)
+    return Written(row[0], row[1], row[2]) if row else None
+
+
+def execute_for_tenant(sql: str, params: dict) -> Any:
+    """Run `sql` in the tenant of params["tenant"]; its first row, or None."""
     with connection.cursor() as cursor:
         cursor.execute(_SET_TENANT + sql, params)
         cursor.nextset()
-        row = cursor.fetchone()
-    return Written(row[0], row[1], row[2]) if row else None
+        return cursor.fetchone()
 
 
 def dumps(value: Any) -> str | None:

@@ -1,0 +1,90 @@
+"""Which worker processes are alive: a Redis key per process, kept fresh by its lease keeper.
+
+A worker process that holds runs sets `agentstate:alive:<worker>` every third of
+AGENTSTATE_LIVENESS_SECONDS with that expiry (agents/runtime/engine/heartbeat.py). The
+recovery sweep asks for the keys of every worker holding a run; a missing key means the
+process died (or froze: a stopped process stops its keeper too), so its runs are taken back
+within seconds instead of when their leases expire. The database lease stays the authority:
+a worker declared dead that was only slow finds its writes fenced off by the run's version.
+
+When Redis restarted within the last expiry, keys may be missing for live workers: the sweep
+then trusts leases alone for that round. When Redis does not answer, likewise.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from django.conf import settings
+
+from tenants.redis_client import client
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "agentstate:alive:"
+SEEN_PREFIX = "agentstate:seen:"  # when the worker last beat, kept a day after it stops
+SEEN_TTL_SECONDS = 86400
+_last_warned = 0.0
+
+
+def key(worker: str) -> str:
+    return PREFIX + worker
+
+
+def beat(workers: Iterable[str]) -> bool:
+    """Say these workers (of this process) are alive; False when Redis did not answer."""
+    ttl_ms = int(settings.AGENTSTATE_LIVENESS_SECONDS * 1000)
+    try:
+        now = str(time.time())
+        pipe = client().pipeline(transaction=False)
+        for worker in workers:
+            pipe.set(key(worker), now, px=ttl_ms)
+            pipe.set(SEEN_PREFIX + worker, now, ex=SEEN_TTL_SECONDS)
+        pipe.execute()
+        return True
+    except Exception as exc:  # noqa: BLE001 - a missed beat only lets the lease decide
+        _warn("liveness beat failed (%s); leases alone decide meanwhile", exc)
+        return False
+
+
+def forget(worker: str) -> None:
+    """This worker is known dead (its process is gone): stop vouching for it now."""
+    try:
+        client().delete(key(worker))
+    except Exception as exc:  # noqa: BLE001
+        _warn("could not clear liveness of %s (%s)", worker, exc)
+
+
+def dead_among(workers: list[str]) -> dict[str, datetime | None]:
+    """The workers whose liveness key is missing, each with when it died at the latest: when
+    its next beat was due after the last one seen (None if never seen); empty when Redis
+    cannot tell."""
+    if not workers:
+        return {}
+    try:
+        redis = client()
+        uptime = int(redis.info("server").get("uptime_in_seconds", 0))
+        if uptime < settings.AGENTSTATE_LIVENESS_SECONDS:
+            return {}  # restarted recently: live workers may not have beaten since
+        alive = redis.mget([key(w) for w in workers])
+        dead = [w for w, v in zip(workers, alive, strict=True) if v is None]
+        seen = redis.mget([SEEN_PREFIX + w for w in dead]) if dead else []
+    except Exception as exc:  # noqa: BLE001
+        _warn("liveness unknown (%s); leases alone decide", exc)
+        return {}
+    interval = settings.AGENTSTATE_LIVENESS_SECONDS / 3
+    return {
+        w: datetime.fromtimestamp(float(s) + interval, UTC) if s else None
+        for w, s in zip(dead, seen, strict=True)
+    }
+
+
+def _warn(message: str, *args: object) -> None:
+    global _last_warned
+    now = time.monotonic()
+    if now - _last_warned > 10:  # an outage fails every beat: say so once in a while
+        _last_warned = now
+        logger.warning(message, *args)

@@ -1,0 +1,158 @@
+"""Recovery in seconds, tested with real worker processes: a worker that dies holding a run is
+noticed by its missing liveness key and the run is claimed again within seconds, long before
+its lease expires; a worker that only froze is fenced off when it wakes and writes nothing.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+
+import pytest
+
+from agents.runtime.models import DemoRefund, RunEvent, StepAttempt
+from tenants.scope import tenant_scope
+from tests.agents.test_durability import assert_exactly_once, load, start_refund, wait_for_status
+from tests.processes import wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+LONG_LEASE = "60"  # long enough that only liveness can explain a quick recovery
+
+
+def test_a_worker_killed_mid_step_is_replaced_within_seconds_not_when_its_lease_expires(
+    cluster, customer
+):
+    victim = cluster.worker(
+        "victim", LLM_SCRIPTED_DELAY_SECONDS="30", AGENTSTATE_LEASE_SECONDS=LONG_LEASE
+    )
+    cluster.worker("rescuer", AGENTSTATE_LEASE_SECONDS=LONG_LEASE)
+    cluster.beat()
+    run = start_refund(customer)
+    wait_until(
+        lambda: (r := load(run)).status == "running" and r.lease_owner.endswith(f":{victim.pid}"),
+        timeout=30,
+        what="the victim to start the first model step",
+    )
+    time.sleep(0.5)
+    killed_at = time.time()
+    victim.kill9()
+    rescued = wait_until(
+        lambda: _recovered_after(run, victim.pid), timeout=30, what="the run to be claimed again"
+    )
+    assert rescued - killed_at < 8, f"claimed again {rescued - killed_at:.1f}s after the kill"
+    wait_for_status(run, {"succeeded", "failed"}, timeout=60)
+    assert_exactly_once(run)
+    with tenant_scope(run.tenant_id):
+        lost = StepAttempt.objects.get(run=run, outcome="lost")
+    assert lost.worker.endswith(f":{victim.pid}") and lost.duration_ms > 400
+
+
+def test_a_frozen_worker_that_wakes_after_its_run_was_taken_over_writes_nothing(cluster, customer):
+    # Frozen in the refund step's model call (the third step): it has already written two
+    # checkpoints, so a write after waking would show as a duplicate or a gap.
+    frozen = cluster.worker(
+        "frozen", LLM_SCRIPTED_DELAY_SECONDS="2", AGENTSTATE_LEASE_SECONDS=LONG_LEASE
+    )
+    cluster.beat()
+    run = start_refund(customer)
+    wait_until(
+        lambda: (r := load(run)).step_seq == 2 and r.status == "running",
+        timeout=30,
+        what="the frozen worker to start the third step",
+    )
+    frozen.pause()
+    try:
+        cluster.worker("rescuer", AGENTSTATE_LEASE_SECONDS=LONG_LEASE)
+        wait_for_status(run, {"succeeded", "failed"}, timeout=60)
+    finally:
+        frozen.resume()
+    # Its model call returns at once (the delay passed while it was stopped) and it tries
+    # to write the third checkpoint with the version it claimed.
+    wait_until(
+        lambda: "fenced" in frozen.log() or "superseded" in frozen.log().lower(),
+        timeout=20,
+        what="the woken worker to find itself fenced off",
+    )
+    time.sleep(1)
+    assert_exactly_once(run)
+    with tenant_scope(run.tenant_id):
+        by_frozen = list(
+            StepAttempt.objects.filter(run=run, worker__endswith=f":{frozen.pid}").values_list(
+                "outcome", flat=True
+            )
+        )
+    assert by_frozen.count("lost") == 1
+    assert "succeeded" not in by_frozen[by_frozen.index("lost") :]
+
+
+def test_fifty_runs_with_workers_killed_at_random_all_succeed_once_and_recover_in_seconds(
+    cluster, customer
+):
+    rng = random.Random(17)
+    extra = {"LLM_SCRIPTED_DELAY_SECONDS": "0.4", "AGENTSTATE_LEASE_SECONDS": LONG_LEASE}
+    workers = [cluster.worker(f"w{i}", **extra) for i in range(3)]
+    cluster.beat()
+    runs = [start_refund(customer) for _ in range(50)]
+    kills: list[tuple[float, int]] = []
+    deadline = time.monotonic() + 240
+    spawned = 3
+    while time.monotonic() < deadline:
+        statuses = [load(r).status for r in runs]
+        if all(s in {"succeeded", "failed", "cancelled"} for s in statuses):
+            break
+        if len(kills) < 12:
+            busy = [
+                w
+                for w in workers
+                if w.alive()
+                and any(
+                    load(r).lease_owner.endswith(f":{w.pid}")
+                    for r in runs
+                    if load(r).status == "running"
+                )
+            ]
+            if busy:
+                victim = rng.choice(busy)
+                time.sleep(rng.uniform(0, 0.4))  # a random point of its step
+                kills.append((time.time(), victim.pid))
+                victim.kill9()
+                workers.remove(victim)
+                workers.append(cluster.worker(f"w{spawned}", **extra))
+                spawned += 1
+        time.sleep(rng.uniform(0.5, 1.5))
+    for run in runs:
+        wait_for_status(run, {"succeeded", "failed"}, timeout=60)
+    for run in runs:
+        assert_exactly_once(run)
+    assert DemoRefund.objects.count() == 50
+    assert set(DemoRefund.objects.values_list("requests", flat=True)) <= {1, 2}
+    latencies = []
+    for killed_at, pid in kills:
+        for run in runs:
+            with tenant_scope(run.tenant_id):
+                lost = StepAttempt.objects.filter(
+                    run=run, outcome="lost", worker__endswith=f":{pid}"
+                ).exists()
+            if lost:
+                again = _recovered_after(run, pid)
+                assert again is not None, f"run {run.pk} lost by {pid} was never claimed again"
+                latencies.append(again - killed_at)
+    assert len(latencies) >= 5, f"too few kills landed mid-step: {kills}"
+    p95 = statistics.quantiles(latencies, n=20)[-1] if len(latencies) > 1 else latencies[0]
+    assert p95 < 8, f"kill → claimed again p95 {p95:.1f}s over {len(latencies)} kills"
+
+
+def _recovered_after(run, pid: int) -> float | None:
+    with tenant_scope(run.tenant_id):
+        events = list(
+            RunEvent.objects.filter(run=run).order_by("seq").values("kind", "data", "created_at")
+        )
+    lost = False
+    for event in events:
+        if event["kind"] == "run.lost" and event["data"]["worker"].endswith(f":{pid}"):
+            lost = True
+        elif lost and event["kind"] == "step.started" and event["data"].get("recovered"):
+            return event["created_at"].timestamp()
+    return None
