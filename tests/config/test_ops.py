@@ -97,6 +97,34 @@ def test_metrics_report_runs_stuck_runs_approvals_queue_and_engine_counters(
         assert line in text, line
 
 
+@pytest.mark.django_db
+def test_metrics_report_recovery_latency_lost_attempts_by_host_and_leases_broken_early(
+    client, settings
+):
+    import datetime as dt
+
+    from django.utils import timezone
+
+    settings.AGENTSTATE_METRICS_ALLOWED_IPS = ["127.0.0.1"]
+    metrics.redis_client().delete(metrics.RECOVERY_KEY, metrics.LOST_KEY, metrics.SWEEPS_KEY)
+    metrics.record_lost(worker="node-a:123", early=True)
+    metrics.record_lost(worker="node-a:456", early=False)
+    metrics.record_lost(worker="node-b:7", early=True)
+    lost_at = timezone.now() - dt.timedelta(seconds=3.2)
+    metrics.on_event({"kind": "step.started", "recovered": True, "lost_at": lost_at})
+    text = client.get("/metrics").content.decode()
+    for line in [
+        'agentstate_recovery_seconds_bucket{le="2.5"} 0.0',
+        'agentstate_recovery_seconds_bucket{le="5"} 1.0',
+        "agentstate_recovery_seconds_count 1.0",
+        'agentstate_lost_attempts_total{host="node-a"} 2.0',
+        'agentstate_lost_attempts_total{host="node-b"} 1.0',
+        "agentstate_leases_broken_early_total 2.0",
+    ]:
+        assert line in text, line
+    assert 'what="leases_broken_early"' not in text, "counted once, under its own name"
+
+
 def test_metrics_are_closed_unless_a_token_or_an_address_is_configured(client, settings):
     settings.AGENTSTATE_METRICS_ALLOWED_IPS = []
     settings.AGENTSTATE_METRICS_TOKEN = ""
