@@ -9,10 +9,10 @@ and it closes its connection after each round of renewals.
 A renewal names the version it was told about and the worker, so it cannot extend a lease
 that another worker has taken over.
 
-The same thread says the process is alive (agents/runtime/liveness.py): once the process has
+A second thread says the process is alive (agents/runtime/liveness.py): once the process has
 held a lease, it sets the worker's liveness key every third of AGENTSTATE_LIVENESS_SECONDS,
 so the recovery sweep takes back the runs of a process that died (or froze) within seconds.
-A step that computes for long still lets this thread run (the GIL switches every few ms).
+A step that computes for long still lets it run (the GIL switches every few ms).
 """
 
 from __future__ import annotations
@@ -68,10 +68,13 @@ class _Keeper:
         self.changed = threading.Condition()
         self.wakes_at = math.inf  # when the thread wakes next on its own
         self.workers: set[str] = set()  # worker ids this process has held leases as
-        self.beat_interval = settings.AGENTSTATE_LIVENESS_SECONDS / 3
-        self.next_beat = math.inf
+        self.beat_now = threading.Event()
         self.thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
         self.thread.start()
+        # Beats on a thread of their own: a renewal waiting on the database (a lock, a slow
+        # connect) must not make a live process look dead.
+        self.beater = threading.Thread(target=self._beat, name="liveness-beat", daemon=True)
+        self.beater.start()
 
     def hold(self, lease: Lease) -> None:
         with self.changed:
@@ -79,9 +82,7 @@ class _Keeper:
             self.held.add(lease)
             if lease.params["worker"] not in self.workers:  # say it is alive right away
                 self.workers.add(lease.params["worker"])
-                self.next_beat = 0.0
-                self.changed.notify()
-                return
+                self.beat_now.set()
             # Leases of one process are usually equally long, so a new one falls due after
             # the one the thread sleeps for: it is woken only when it would be late.
             if lease.due < self.wakes_at:
@@ -100,19 +101,10 @@ class _Keeper:
                 for lease in due:
                     lease.due = now + lease.interval
                     idle = lease.interval
-                workers = list(self.workers) if self.next_beat <= now else []
-                if workers:
-                    self.next_beat = now + self.beat_interval
-                self.wakes_at = min(
-                    min((lease.due for lease in self.held), default=now + idle), self.next_beat
-                )
-                if not due and not workers:
+                self.wakes_at = min((lease.due for lease in self.held), default=now + idle)
+                if not due:
                     self.changed.wait(self.wakes_at - now)
                     continue
-            if workers:
-                liveness.beat(workers)
-            if not due:
-                continue
             try:
                 for lease in due:
                     if lease in self.held:  # not released meanwhile (its drive ended)
@@ -121,6 +113,16 @@ class _Keeper:
                 # Renewals are a third of a lease apart: holding a connection open between
                 # them would cost every worker process an idle session for nothing.
                 connection.close()
+
+    def _beat(self) -> None:
+        interval = settings.AGENTSTATE_LIVENESS_SECONDS / 3
+        while True:
+            self.beat_now.wait(interval)
+            self.beat_now.clear()
+            with self.changed:
+                workers = list(self.workers)
+            if workers:
+                liveness.beat(workers)
 
     def _renew(self, lease: Lease) -> None:
         try:
