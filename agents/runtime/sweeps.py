@@ -76,6 +76,25 @@ def _announce_lost(
     return run_id, tenant_id
 
 
+def take_back_from(worker: str) -> int:
+    """`worker` is known dead (the Celery parent saw its pool process die): take its runs back
+    now rather than when its liveness key expires. Returns how many."""
+    with system_scope("run_recovery") as ctx, connection.cursor() as cursor:
+        cursor.execute(RECOVER_LOST_SQL, {"dead": [worker], "seen": [None], "quiet": 0})
+        lost = [_announce_lost(*row) for row in cursor.fetchall()]
+        if lost:
+            ctx.record(lost_leases=len(lost), worker=worker, runs=[str(r[0]) for r in lost][:50])
+        for run_id, tenant_id in lost:
+            transaction.on_commit(
+                partial(
+                    queue.enqueue_run, tenant_id=tenant_id, run_id=run_id, priority=queue.URGENT
+                )
+            )
+    liveness.forget(worker)
+    record_sweep("run_recovery", {"lost_leases": len(lost)})
+    return len(lost)
+
+
 def expire_idempotency() -> int:
     """Delete idempotency records past their expiry."""
     with system_scope("idempotency_expiry") as ctx, connection.cursor() as cursor:

@@ -6,13 +6,15 @@ import logging
 import os
 import socket
 
+from billiard.exceptions import WorkerLostError
 from celery import shared_task
+from celery.worker.request import Request
 from django.db import close_old_connections, connections
 
 from agents.runtime import metrics
 from agents.runtime.engine.runner import drive
 from agents.runtime.errors import INFRASTRUCTURE_ERRORS
-from agents.runtime.sweeps import expire_idempotency, recover
+from agents.runtime.sweeps import expire_idempotency, recover, take_back_from
 from core.log_context import bind as log_context
 from tenants.tasks import TenantTask
 
@@ -20,9 +22,31 @@ logger = logging.getLogger(__name__)
 metrics.install()  # step counters for /metrics, sent from whichever process runs steps
 
 
+class EngineRequest(Request):
+    """A run_step message as the worker's parent process sees it. When the pool process
+    running it dies (kill -9, the OOM killer), the parent learns it once billiard's
+    lost-worker grace has passed (a few seconds) and takes that process's runs back, so the
+    message Celery redelivers finds its run free even when beat (whose recovery sweep
+    usually gets there first, by the dead process's liveness key) is not running."""
+
+    def on_failure(self, exc_info, send_failed_event=True, return_ok=False):
+        exc = getattr(exc_info.exception, "exc", exc_info.exception)
+        if isinstance(exc, WorkerLostError) and self.worker_pid:
+            dead = f"{socket.gethostname()}:{self.worker_pid}"
+            try:
+                taken = take_back_from(dead)
+                logger.warning("pool process %s died holding %d run(s): taken back", dead, taken)
+            except Exception:  # noqa: BLE001 - the sweep takes them back in seconds anyway
+                logger.warning("could not take back the runs of %s", dead, exc_info=True)
+            finally:
+                connections["default"].close()  # the parent holds no idle session
+        return super().on_failure(exc_info, send_failed_event, return_ok)
+
+
 class EngineTask(TenantTask):
     abstract = True
     one_transaction = False  # the engine commits once per step, in its own transactions
+    Request = EngineRequest
 
 
 def _worker_id() -> str:

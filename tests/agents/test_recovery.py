@@ -5,7 +5,9 @@ its lease expires; a worker that only froze is fenced off when it wakes and writ
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import statistics
 import time
 
@@ -156,3 +158,34 @@ def _recovered_after(run, pid: int) -> float | None:
         elif lost and event["kind"] == "step.started" and event["data"].get("recovered"):
             return event["created_at"].timestamp()
     return None
+
+
+def test_a_pool_process_killed_mid_step_is_taken_back_by_its_celery_parent_without_beat(
+    cluster, customer
+):
+    # No beat, so no sweep: only the worker's parent, which sees its pool process die, can
+    # recover the run before its lease (60 s) expires. Billiard reports the death after its
+    # lost-worker grace (it waits for a result the process may have sent), seconds later.
+    worker = cluster.worker(
+        "prefork",
+        pool="prefork",
+        concurrency=2,
+        LLM_SCRIPTED_DELAY_SECONDS="30",
+        AGENTSTATE_LEASE_SECONDS=LONG_LEASE,
+    )
+    run = start_refund(customer)
+    owner = wait_until(
+        lambda: (r := load(run)).status == "running" and r.lease_owner,
+        timeout=30,
+        what="a pool process to start the first model step",
+    )
+    child = int(owner.rpartition(":")[2])
+    assert child != worker.pid, "the run is held by a pool process, not the parent"
+    time.sleep(0.3)
+    killed_at = time.time()
+    os.kill(child, signal.SIGKILL)
+    rescued = wait_until(
+        lambda: _recovered_after(run, child), timeout=20, what="the run to be claimed again"
+    )
+    assert rescued - killed_at < 15, f"claimed again {rescued - killed_at:.1f}s after the kill"
+    assert load(run).lease_owner != owner
