@@ -277,12 +277,16 @@ def ensure_postgres() -> str:
         return info.url
 
 
-def stop_postgres() -> bool:
+def stop_postgres(mode: str = "fast") -> bool:
+    """Stop the embedded PostgreSQL: "fast" (roll back, disconnect, checkpoint) or
+    "immediate" (like a crash: every backend killed, WAL replayed at the next start)."""
+    if mode not in ("fast", "immediate"):
+        raise ValueError(f"unknown stop mode {mode!r}")
     pgdata, _, _ = _pg_paths()
     if not _pg_running(pgdata, _pg_info()):
         return False
     subprocess.run(
-        [str(_pg_bin() / "pg_ctl"), "-D", str(pgdata), "-m", "fast", "-w", "stop"],
+        [str(_pg_bin() / "pg_ctl"), "-D", str(pgdata), "-m", mode, "-w", "stop"],
         check=True,
         capture_output=True,
         **_pg_user_kwargs(),

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import redis.exceptions
 from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -83,7 +84,12 @@ def _broker() -> str:
 def _workers() -> str:
     # limit=1: ready means at least one worker is live, so stop at the first answer instead
     # of waiting out the whole timeout to hear from every worker.
-    replies = app.control.ping(timeout=settings.AGENTSTATE_READY_PING_TIMEOUT_SECONDS, limit=1)
+    timeout = settings.AGENTSTATE_READY_PING_TIMEOUT_SECONDS
+    try:
+        replies = app.control.ping(timeout=timeout, limit=1)
+    except (redis.exceptions.ConnectionError, redis.exceptions.BusyLoadingError):
+        # A pooled connection that a restarted Redis closed fails once: ask again on a new one.
+        replies = app.control.ping(timeout=timeout, limit=1)
     names = sorted(name for reply in replies or [] for name in reply)
     if not names:
         raise NotReady("no Celery worker answered a ping")

@@ -58,6 +58,17 @@ def _privacy_only_ends_at_login(sender, request, user, **kwargs) -> None:
         session.pop(SESSION_PRIVACY_ONLY_KEY, None)
 
 
+class _Done:
+    """What a request's transaction came to: the response, and whether it has committed."""
+
+    def __init__(self) -> None:
+        self.response: HttpResponse | None = None
+        self.committed = False
+
+    def commit(self) -> None:
+        self.committed = True
+
+
 class TenantMiddleware:
     """Opens the request's transaction, picks the tenant, sets row-level security for it.
 
@@ -68,11 +79,23 @@ class TenantMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        done = _Done()
         try:
-            return self._in_transaction(request)
+            with scope.transaction_scope():
+                # The first of the transaction's commit hooks: once it has run, what the
+                # request wrote is durable, whatever the hooks after it do.
+                transaction.on_commit(done.commit)
+                done.response = self._in_transaction(request)
+            return done.response
         except outage.OUTAGES as exc:  # the transaction could not begin or commit
             if not outage.is_outage(exc):
                 raise
+            if done.committed and done.response is not None:
+                # A hook after the commit (a queue message: Redis is away) failed. The work is
+                # done and durable, and the sweeps send what the queue missed (a queued run
+                # is sent again by the recovery sweep): a 503 would have the client do it twice.
+                outage.log_after_commit(request, exc)
+                return done.response
             return outage.unavailable_response(request, exc)
 
     def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
@@ -84,16 +107,15 @@ class TenantMiddleware:
         return outage.unavailable_response(request, exc)
 
     def _in_transaction(self, request: HttpRequest) -> HttpResponse:
-        with scope.transaction_scope():
-            request.principal = None  # type: ignore[attr-defined]
-            request.memberships = []  # type: ignore[attr-defined]
-            user = request.user
-            if user.is_authenticated and _privacy_only_elsewhere(request):
-                user = request.user = AnonymousUser()
-                request.auser = _anonymous  # type: ignore[attr-defined]
-            if user.is_authenticated:
-                self._resolve_tenant(request, user)
-            return self.get_response(request)
+        request.principal = None  # type: ignore[attr-defined]
+        request.memberships = []  # type: ignore[attr-defined]
+        user = request.user
+        if user.is_authenticated and _privacy_only_elsewhere(request):
+            user = request.user = AnonymousUser()
+            request.auser = _anonymous  # type: ignore[attr-defined]
+        if user.is_authenticated:
+            self._resolve_tenant(request, user)
+        return self.get_response(request)
 
     @staticmethod
     def _resolve_tenant(request: HttpRequest, user) -> None:

@@ -3,6 +3,11 @@
 `TenantMiddleware` owns the request's transaction, so it is where an outage is caught: when
 the transaction cannot begin or commit, and (through `process_exception`) when a view hits
 one. The answer is rolled back like any refusal, and rendered without touching the database.
+
+A 503 means nothing was written, so a client may send the request again. When the request
+has committed and only a hook after the commit fails (the queue message of a run it started,
+with Redis away), the work is durable and the sweeps send what the queue missed, so the
+client gets the view's own answer, not a 503 that would have it start the run twice.
 """
 
 from __future__ import annotations
@@ -39,6 +44,18 @@ def is_outage(exc: BaseException) -> bool:
     if isinstance(exc, DatabaseError) and not isinstance(exc, OperationalError | InterfaceError):
         return False  # an IntegrityError or DataError is a bug or bad input, not an outage
     return isinstance(exc, OUTAGES)
+
+
+def log_after_commit(request: HttpRequest, exc: BaseException) -> None:
+    """The request's writes committed, then a commit hook (a queue message) hit an outage."""
+    logger.warning(
+        "%s %s committed; a hook after the commit failed (%s: %s): the sweeps send what was "
+        "not sent",
+        request.method,
+        request.path_info,
+        type(exc).__name__,
+        exc,
+    )
 
 
 def unavailable_response(request: HttpRequest, exc: BaseException) -> HttpResponse:

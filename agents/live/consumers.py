@@ -12,10 +12,17 @@ tenant (or lost the membership) with 4403. A subscription the user may not see (
 tenant's run, another member's) is refused: logged, nothing sent, the socket stays open.
 Malformed messages (also NUL characters, lone surrogates or nesting deeper than
 MAX_JSON_DEPTH, checked by core.json_input) are logged and ignored.
+
+When the database or Redis is away, the socket is closed with 1013 (try again later), which
+htmx's ws extension answers by reconnecting with backoff; static/js/live.js then subscribes
+again with the number of the last event the page shows, and the server sends what it missed.
+A socket that stays open through a Redis outage is caught up once the channel layer answers
+again (agents.live.watch sends it `live.resync`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from typing import Any
@@ -23,18 +30,20 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from agents.live import render
+from agents.live import render, watch
 from agents.live.access import Refused, principal_for
 from agents.live.broadcast import run_group, tenant_group
 from agents.runtime.progress import LIVE_KINDS
 from core import json_input
 from core.errors import BadInput
 from core.text_input import check_query_string
+from tenants import outage
 
 logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
+CLOSE_TRY_AGAIN_LATER = 1013  # the database or Redis is away; htmx's ws extension reconnects
 MAX_MESSAGE_BYTES = 4096
 MAX_SUBSCRIPTIONS = 32
 KINDS = ("run", "runs", "approvals")
@@ -45,6 +54,25 @@ class Malformed(ValueError):
 
 
 class LiveConsumer(AsyncWebsocketConsumer):
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except outage.OUTAGES as exc:
+            # Only the channel layer's new_channel() gets here (dispatch() handles the rest):
+            # with Redis away the socket has no channel. Closed with 1013, not a traceback
+            # and a failed handshake: the page tries again later.
+            if not outage.is_outage(exc) or hasattr(self, "channel_name"):
+                raise
+            logger.warning(
+                "live socket refused for now (%s: %s): closed with %d",
+                type(exc).__name__,
+                exc,
+                CLOSE_TRY_AGAIN_LATER,
+            )
+            if (await receive())["type"] == "websocket.connect":
+                await send({"type": "websocket.accept"})
+                await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN_LATER})
+
     async def connect(self) -> None:
         # Accept first so that the close code reaches the browser (a refused handshake is 1006).
         await self.accept()
@@ -59,8 +87,30 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
 
     async def disconnect(self, code: int) -> None:
+        watch.unfollow(self.channel_name)
         for group in getattr(self, "groups_joined", ()):
-            await self.channel_layer.group_discard(group, self.channel_name)
+            with contextlib.suppress(*outage.OUTAGES):  # Redis away: its subscriptions are too
+                await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """A handler that found the database or Redis away closes the socket with 1013 (try
+        again later): the browser reconnects with backoff and catches up, where an exception
+        would log a traceback and close with 1011."""
+        try:
+            await super().dispatch(message)
+        except outage.OUTAGES as exc:
+            if not outage.is_outage(exc):
+                raise
+            logger.warning(
+                "live socket of user %s: %s (%s: %s); closing it with %d, the page reconnects",
+                self._who(),
+                message.get("type"),
+                type(exc).__name__,
+                exc,
+                CLOSE_TRY_AGAIN_LATER,
+            )
+            if message.get("type") != "websocket.disconnect":
+                await self.close(code=CLOSE_TRY_AGAIN_LATER)
 
     # --- from the browser -------------------------------------------------------------------------
 
@@ -164,6 +214,18 @@ class LiveConsumer(AsyncWebsocketConsumer):
             return
         await self._send_all(sent)
 
+    async def live_resync(self, event: dict[str, Any]) -> None:
+        """The channel layer lost Redis for a while (agents.live.watch): the events of that
+        time were dropped, so bring everything this socket shows up to date."""
+        for view in list(self.runs.values()):
+            await self._catch_up(view)
+        for kind, feed in list(self.feeds.items()):
+            if kind == "runs":
+                await self._send_all(await database_sync_to_async(render.runs_snapshot)(feed))
+            else:
+                render_feed = database_sync_to_async(render.feed_messages)
+                await self._send_all(await render_feed(kind, feed, None))
+
     # --- helpers ----------------------------------------------------------------------------------
 
     async def _principal(self) -> Any:
@@ -175,6 +237,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if group not in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
             self.groups_joined.add(group)
+            watch.follow(self.channel_name)
 
     async def _leave(self, group: str) -> None:
         if group in self.groups_joined and not group.startswith("tenant."):

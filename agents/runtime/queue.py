@@ -4,10 +4,22 @@ sweeps, features) need not import the tasks that import it back."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any
 
+import kombu.exceptions
+import redis.exceptions
 from celery import current_app
 
+logger = logging.getLogger(__name__)
+# What a send raises when the broker is down or restarting.
+BROKER_DOWN = (
+    kombu.exceptions.OperationalError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    ConnectionError,
+    TimeoutError,
+)
 RUN_STEP = "agents.run_step"
 # Celery's Redis transport keeps a list per priority step (0, 3, 6, 9) and workers take from
 # the lowest number first. Runs go at NORMAL; a run taken back from a dead worker goes at
@@ -26,14 +38,27 @@ def enqueue_run(
     eta: dt.datetime | None = None,
     priority: int = NORMAL,
 ) -> None:
-    """Queue a slice of the run. Duplicates are harmless: only one claim can succeed."""
-    current_app.send_task(
-        RUN_STEP,
-        kwargs={"tenant_id": str(tenant_id), "run_id": str(run_id)},
-        countdown=countdown,
-        eta=eta,
-        priority=priority,
-    )
+    """Queue a slice of the run. Duplicates are harmless: only one claim can succeed.
+
+    Called after the run's commit: when the broker does not answer, the run is queued in the
+    database all the same, and the recovery sweep sends it once the broker is back
+    (AGENTSTATE_REQUEUE_AFTER_SECONDS), so the caller is not told of it (a step is not failed,
+    a request is not answered 503 for a run that was created)."""
+    try:
+        current_app.send_task(
+            RUN_STEP,
+            kwargs={"tenant_id": str(tenant_id), "run_id": str(run_id)},
+            countdown=countdown,
+            eta=eta,
+            priority=priority,
+        )
+    except BROKER_DOWN as exc:
+        logger.warning(
+            "run %s is queued in the database but the broker did not answer (%s); "
+            "the recovery sweep sends it",
+            run_id,
+            exc,
+        )
 
 
 def queue_keys(queue: str) -> list[str]:

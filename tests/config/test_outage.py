@@ -11,12 +11,15 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.error import HTTPError
 from urllib.request import Request, urlopen
 
+import kombu.exceptions
 import pytest
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, transaction
+from django.http import JsonResponse
 from django.test import RequestFactory
 
 from tenants.middleware import TenantMiddleware
 from tenants.models import AuditEvent
+from tenants.scope import tenant_scope
 from tests import factories, processes
 
 
@@ -164,3 +167,27 @@ def test_during_a_postgresql_restart_the_web_answers_503_never_500_and_then_reco
     assert 503 in statuses, sorted(set(statuses))
     assert set(refusals) == {"unavailable"}
     assert statuses[-1] == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_whose_queue_message_fails_after_its_commit_keeps_its_own_answer(tenant_a):
+    # Redis away: the write committed, then the hook sending its queue message failed. The work
+    # is durable (the recovery sweep sends the message later); a 503 would have the client do
+    # it again.
+    member = factories.make_member(tenant_a, "admin")
+
+    def send_to_queue() -> None:
+        raise kombu.exceptions.OperationalError("Error 111 connecting to 127.0.0.1:6379.")
+
+    def view(request):
+        AuditEvent.objects.create(tenant=tenant_a, actor_label="x", action="committed.first")
+        transaction.on_commit(send_to_queue)
+        return JsonResponse({"ok": True}, status=201)
+
+    request = RequestFactory().post("/api/v1/runs")
+    request.user = member.user
+    request.session = {}
+    response = TenantMiddleware(view)(request)
+    assert response.status_code == 201
+    with tenant_scope(tenant_a.pk):
+        assert AuditEvent.objects.filter(action="committed.first").count() == 1

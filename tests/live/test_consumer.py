@@ -8,6 +8,7 @@ import re
 
 import pytest
 from channels.db import database_sync_to_async
+from django.db import OperationalError
 
 from tenants.models import Membership, Role
 from tenants.scope import tenant_scope
@@ -352,3 +353,25 @@ def test_a_member_whose_membership_is_removed_is_closed_at_the_next_subscription
             assert await ws.closed_with() == 4403
 
     run_async(scenario)
+
+
+def test_a_subscription_that_loses_the_database_closes_the_socket_with_1013_not_a_traceback(
+    cookies, alice, start_run, monkeypatch, caplog
+):
+    caplog.set_level(logging.WARNING, logger="agents.live.consumers")
+    run = start_run(alice)
+
+    def lost(view):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr("agents.live.render.run_catch_up", lost)
+
+    async def scenario():
+        async with Socket(cookies[alice]) as ws:
+            await ws.subscribe("run", run=str(run.pk), after=0)
+            # 1013 (try again later): the page's ws extension reconnects with backoff and
+            # subscribes again with the last event it shows.
+            assert await ws.closed_with() == 1013
+
+    run_async(scenario)
+    assert any("closing it with 1013" in r.getMessage() for r in caplog.records)
