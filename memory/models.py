@@ -54,6 +54,9 @@ class MemoryFact(TenantOwned):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     valid_from = models.DateTimeField()
+    # When what the fact says happened or was said (its source message's time, or a date the
+    # writer gave); retrieval weighs it for questions about time. None: when it was learned.
+    occurred_at = models.DateTimeField(null=True, blank=True)
     valid_until = models.DateTimeField(null=True, blank=True)
     superseded_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+"

@@ -2,7 +2,8 @@
 
 No ANN index on this path: a subject has tens to hundreds of live facts, so an exact cosine
 over those rows beats any filtered HNSW scan in both time and recall (see docs/memory.md).
-Scores blend vector similarity and full-text rank, then weight by category and recency.
+Scores fuse BM25 and vector similarity (each normalized over the candidates), then weight by
+category, recency, confidence and, for questions about time, when the fact happened.
 """
 
 from __future__ import annotations
@@ -12,22 +13,23 @@ import json
 import re
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from django.conf import settings
 from django.db import connection
 
+from memory.timewords import time_intent
 from tenants import sql
 
 # One statement: the candidate rows come from the B-tree, every score is computed on them.
 # A template: build_sql() fills in the parts below for each combination.
 _SQL = sql.load("memory", "search_facts")
+_BM25 = sql.load("memory", "search_bm25")
 _VSCORE = (
     "CASE WHEN f.embedding_model = %(model)s THEN 1 - (f.embedding <=> %(vector)s::vector) END"
 )
-_TSCORE = "ts_rank_cd(f.search, to_tsquery('english', %(tsquery)s))"
 _WORD = re.compile(r"[A-Za-z0-9]+")
 
 
@@ -41,9 +43,11 @@ class RetrievedFact:
     source_kind: str
     source_session_id: Any
     pinned: bool
-    vector_score: float | None
-    text_score: float
+    vector_score: float | None  # cosine similarity
+    text_score: float  # BM25
     score: float
+    occurred_at: dt.datetime | None = None
+    parts: dict[str, float | None] = field(default_factory=dict)  # what the score is made of
 
 
 def tsquery(query: str) -> str:
@@ -60,7 +64,7 @@ def build_sql(*, subject: bool, vector: bool, text: bool) -> str:
         keep.append("tscore > 0")
     return _SQL.format(
         vscore=_VSCORE if vector else "NULL::float8",
-        tscore=_TSCORE if text else "0::float8",
+        text=_BM25 if text else "SELECT NULL::uuid AS id, 0::float8 AS tscore WHERE false",
         subject="AND f.subject_id = %(subject)s" if subject else "",
         keep=" OR ".join(keep) if (vector or text) else "true",
     )
@@ -102,17 +106,25 @@ def params(
     model: str,
     limit: int,
 ) -> dict[str, Any]:
+    when = time_intent(query)
     return {
         "tenant": str(tenant_id),
         "subject": subject_id,
+        "query": (query or "")[:2000],
         "tsquery": tsquery(query),
         "vector": _vector_param(vector) if vector is not None else None,
         "model": model,
+        "k1": settings.MEMORY_BM25_K1,
+        "b": settings.MEMORY_BM25_B,
         "wv": settings.MEMORY_VECTOR_WEIGHT,
         "wr": settings.MEMORY_RECENCY_WEIGHT,
+        "wt": settings.MEMORY_TIME_WEIGHT,
         "halflife": settings.MEMORY_RECENCY_HALF_LIFE_DAYS * 86400.0,
         "weights": _weights(),
         "min_similarity": settings.MEMORY_MIN_SIMILARITY,
+        "when": when.mode,
+        "since": when.since,
+        "until": when.until,
         "limit": limit,
     }
 
@@ -164,6 +176,11 @@ def search(
             vector_score=r[8],
             text_score=r[9],
             score=r[10],
+            occurred_at=r[11],
+            parts=dict(zip(PARTS, r[12:], strict=True)),
         )
         for r in rows
     ]
+
+
+PARTS = ("text", "vector", "category", "recency", "confidence", "time")

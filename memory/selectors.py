@@ -271,6 +271,7 @@ def fact_json(fact: MemoryFact) -> dict[str, Any]:
         "pinned": fact.pinned,
         "created_at": fact.created_at.isoformat(),
         "valid_from": fact.valid_from.isoformat(),
+        "occurred_at": (fact.occurred_at or fact.valid_from).isoformat(),
         "valid_until": fact.valid_until.isoformat() if fact.valid_until else None,
         "superseded_by": str(fact.superseded_by_id) if fact.superseded_by_id else None,
         "expires_at": fact.expires_at.isoformat() if fact.expires_at else None,
@@ -300,7 +301,19 @@ def search_facts(*, tenant_id: Any, subject_id: Any, query: str, limit: int) -> 
     return {
         "mode": "hybrid" if vector is not None else "text",
         "results": [
-            {"id": f.id, "category": f.category, "key": f.key, "text": f.text, "score": f.score}
+            {
+                "id": f.id,
+                "category": f.category,
+                "key": f.key,
+                "text": f.text,
+                "occurred_at": f.occurred_at.isoformat() if f.occurred_at else None,
+                "score": f.score,
+                "score_parts": {k: _rounded(v) for k, v in f.parts.items()},
+            }
             for f in found
         ],
     }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 4)

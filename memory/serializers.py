@@ -10,6 +10,8 @@ class FactCreateSerializer(serializers.Serializer):
     text = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=100_000)
     key = serializers.CharField(required=False, allow_blank=True, max_length=200, default="")
     confidence = serializers.FloatField(required=False, min_value=0.0, max_value=1.0, default=1.0)
+    # When what it says happened or was said (ISO 8601 with a time zone); default: now.
+    occurred_at = serializers.DateTimeField(required=False, default=None)
 
 
 class FactEditSerializer(serializers.Serializer):
@@ -40,6 +42,7 @@ class FactSerializer(serializers.Serializer):
     pinned = serializers.BooleanField()
     created_at = serializers.DateTimeField()
     valid_from = serializers.DateTimeField()
+    occurred_at = serializers.DateTimeField()
     valid_until = serializers.DateTimeField(allow_null=True)
     superseded_by = serializers.UUIDField(allow_null=True)
     expires_at = serializers.DateTimeField(allow_null=True)
@@ -50,12 +53,26 @@ class FactListSerializer(serializers.Serializer):
     results = FactSerializer(many=True)
 
 
+class ScorePartsSerializer(serializers.Serializer):
+    """What a result's score is made of: `(1 - wv)·text + wv·vector` (each 0..1 over the
+    person's facts; vector null without embeddings), times the other factors."""
+
+    text = serializers.FloatField(help_text="BM25, divided by the best match's")
+    vector = serializers.FloatField(allow_null=True, help_text="cosine, min-max normalized")
+    category = serializers.FloatField(help_text="the category's weight")
+    recency = serializers.FloatField(help_text="how recently it was learned")
+    confidence = serializers.FloatField()
+    time = serializers.FloatField(help_text="a question about time: how well it fits")
+
+
 class SearchHitSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     category = serializers.CharField()
     key = serializers.CharField()
     text = serializers.CharField()
+    occurred_at = serializers.DateTimeField(allow_null=True)
     score = serializers.FloatField()
+    score_parts = ScorePartsSerializer()
 
 
 class SearchResultSerializer(serializers.Serializer):

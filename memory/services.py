@@ -82,8 +82,10 @@ def fact_remember(
     source_message_seq: int | None = None,
     confidence: float = 1.0,
     by_agent: bool = False,
+    occurred_at: dt.datetime | None = None,
 ) -> MemoryFact:
-    """Remember a fact: the same fact again refreshes it, a new value for a key supersedes."""
+    """Remember a fact: the same fact again refreshes it, a new value for a key supersedes.
+    `occurred_at`: when what it says happened or was said (default: now)."""
     text, key = clean_text(text), clean_key(key)
     rules = _rules(tenant_id, category)
     if by_agent and not rules.agents_may_write:
@@ -115,6 +117,7 @@ def fact_remember(
             source_run_id=source_run_id,
             source_message_seq=source_message_seq,
             confidence=confidence,
+            occurred_at=occurred_at,
         )
     _evict_over_cap(tenant_id, subject_id, rules, [f for f in neighbours if f.category == category])
     fact = MemoryFact.objects.create(
@@ -130,6 +133,7 @@ def fact_remember(
         source_message_seq=source_message_seq,
         confidence=confidence,
         valid_from=now,
+        occurred_at=occurred_at or now,
         expires_at=rules.expires_at(now),
     )
     schedule_embedding(tenant_id, [fact.pk])
@@ -166,6 +170,7 @@ def fact_supersede(
     source_run_id: Any = None,
     source_message_seq: int | None = None,
     confidence: float = 1.0,
+    occurred_at: dt.datetime | None = None,
 ) -> MemoryFact:
     """Replace a live fact by a new version; the old one stays as history, never retrieved."""
     category = category or old.category
@@ -194,6 +199,7 @@ def fact_supersede(
         confidence=confidence,
         pinned=old.pinned,
         valid_from=now,
+        occurred_at=occurred_at or now,
         expires_at=rules.expires_at(now),
     )
     MemoryFact.objects.for_tenant(old.tenant_id).filter(pk=old.pk).update(superseded_by=new)
