@@ -17,7 +17,9 @@ from channels.security.websocket import OriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from config.routing import websocket_urlpatterns  # noqa: E402
-from memory import mcp  # noqa: E402
+from memory import mcp, query_vectors  # noqa: E402
+
+query_vectors.prepare_web_process()
 
 
 async def http_app(scope, receive, send) -> None:

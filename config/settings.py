@@ -452,6 +452,9 @@ MEMORY_EMBEDDING_API_KEY = env_str("MEMORY_EMBEDDING_API_KEY", LLM_API_KEY)
 MEMORY_EMBEDDING_MODEL = env_str("MEMORY_EMBEDDING_MODEL", "text-embedding-3-small")
 MEMORY_EMBEDDING_TIMEOUT_SECONDS = env_float("MEMORY_EMBEDDING_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 MEMORY_EMBED_BATCH = env_int("MEMORY_EMBED_BATCH", 64, minimum=1)
+# A web process loads the local model as it starts (so the first search does not wait for it)
+# and embeds queries on one CPU thread (memory/query_vectors.py).
+MEMORY_WARM_QUERY_MODEL = env_bool("MEMORY_WARM_QUERY_MODEL", True)
 # Ranking (docs/memory.md): share of vector similarity in the fused score (the rest is BM25,
 # each normalized over the person's facts; 0.3 measured best on the LoCoMo dev split), BM25's
 # k1 and b, share of recency (decaying with the half-life), the boost a question about time

@@ -14,7 +14,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from agents.runtime.models import AgentSession, Message
-from memory import embeddings, policies, retrieval
+from memory import policies, query_vectors, retrieval
 from memory.models import MemoryFact
 from tenants.models import Membership, Role
 from tenants.principal import Principal
@@ -99,11 +99,8 @@ def facts_for_context(
 
 def query_vector(query: str) -> tuple[list[float] | None, str]:
     """The query's embedding and model name, or (None, "") to rank by full text alone."""
-    provider = embeddings.get_provider()
-    if provider is None or not query.strip():
-        return None, ""
     try:
-        return provider.embed([query])[0], provider.name
+        return query_vectors.vector_for(query)
     except Exception:  # a provider outage degrades retrieval to full text, never fails a step
         logger.warning("embedding the memory query failed; full-text search only", exc_info=True)
         return None, ""

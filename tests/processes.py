@@ -49,6 +49,8 @@ def process_env(**extra: str) -> dict[str, str]:
         # Servers and workers under test serve many quick calls of one key (tests/conftest.py).
         "API_RATE_LIMIT_READ": TEST_RATE_LIMIT,
         "API_RATE_LIMIT_WRITE": TEST_RATE_LIMIT,
+        # Test servers come and go by the dozen: no model loaded unless a test searches.
+        "MEMORY_WARM_QUERY_MODEL": "0",
     }
     env.update(extra)
     return env

@@ -103,3 +103,23 @@ def test_a_question_without_time_words_ranks_by_what_it_says_not_when():
     assert time_intent("She may visit in 2021").since == dt.datetime(2021, 1, 1, tzinfo=dt.UTC)
     december = time_intent("the party in December 2022")
     assert (december.since, december.until) == (midnight(2022, 12), midnight(2023, 1))
+
+
+def test_a_repeated_question_is_embedded_once(monkeypatch):
+    from memory import embeddings, query_vectors
+
+    calls = []
+
+    class Counting:
+        name = "counting"
+
+        def embed(self, texts):
+            calls.append(list(texts))
+            return [[0.1, 0.2, 0.3] for _ in texts]
+
+    monkeypatch.setattr(embeddings, "get_provider", lambda: Counting())
+    first = query_vectors.vector_for("  Where did she move last? ")
+    again = query_vectors.vector_for("Where did she move last?")
+    assert first == again == ([0.1, 0.2, 0.3], "counting")
+    assert calls == [["Where did she move last?"]]
+    assert query_vectors.vector_for("   ") == (None, "")
