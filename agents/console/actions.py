@@ -16,9 +16,11 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from agents.console.errors import InvalidState
+from agents.console.recovered import Recovered, recovered_since
 from agents.console.replay import run_replay  # noqa: F401 - an action like the others
 from agents.runtime import services
 from agents.runtime.definitions import Agent, get_agent
+from agents.runtime.errors import RunChanged
 from agents.runtime.fencing import BUSY, FREE, LEASE_EXPIRED, REQUEUE, audit, changed, fenced
 from agents.runtime.models import Checkpoint, Run, RunStatus, StepAttempt
 from core import json_input
@@ -29,8 +31,12 @@ from tenants.principal import Principal
 
 
 def _record_lost(run: Run, message: str) -> None:
-    """Note the interrupted attempt, as the recovery sweep does, so the timeline shows it."""
-    now = timezone.now()
+    """Note the interrupted attempt, as the recovery sweep does, so the timeline shows it:
+    it started when the worker claimed the run (the claim sets updated_at; lease renewals
+    do not) and ended now, or when its lease expired if that was earlier (it stopped
+    renewing by then)."""
+    now = min(timezone.now(), run.lease_expires_at or timezone.now())
+    started = min(run.updated_at or now, now)
     StepAttempt.objects.create(
         tenant_id=run.tenant_id,
         run=run,
@@ -38,11 +44,12 @@ def _record_lost(run: Run, message: str) -> None:
         attempt=max(run.attempts, 1),
         step=run.current_step,
         worker=run.lease_owner,
-        started_at=run.lease_expires_at or now,
+        started_at=started,
         ended_at=now,
         outcome="lost",
         error_code="worker_lost",
         message=message,
+        duration_ms=(now - started).total_seconds() * 1000,
     )
 
 
@@ -204,18 +211,29 @@ class BulkOutcome:
     run_id: str
     ok: bool
     message: str
+    recovered: Recovered | None = None  # not done: recovered automatically meanwhile
 
 
 def runs_bulk(
-    *, principal: Principal, action: str, items: list[tuple[Run, int]]
+    *,
+    principal: Principal,
+    action: str,
+    items: list[tuple[Run, int]],
+    seen: dict[Any, int | None] | None = None,
 ) -> list[BulkOutcome]:
     """Apply one action to many runs, each in its own savepoint: one refusal (a 409) does not
-    undo the others."""
+    undo the others. A run recovered automatically since the admin's page showed its event
+    `seen[run.pk]` needs nothing: it is reported as such, not as a conflict."""
     fn = BULK_ACTIONS[action]
     outcomes = []
     for run, version in items:
         try:
             fn(principal=principal, run=run, version=version)
+        except RunChanged as exc:
+            fresh = Run.objects.for_tenant(run.tenant_id).get(pk=run.pk)
+            shown = (seen or {}).get(run.pk)
+            recovered = recovered_since(fresh, seen=shown, now=timezone.now())
+            outcomes.append(BulkOutcome(str(run.pk), False, exc.message, recovered))
         except AppError as exc:
             outcomes.append(BulkOutcome(str(run.pk), False, exc.message))
         else:

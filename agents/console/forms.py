@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from django import forms
+from django.core.validators import RegexValidator
 
 from agents.console.stuck import REASONS
 from agents.runtime.definitions import all_agents
@@ -55,10 +56,53 @@ class ConsoleFilterForm(forms.Form):
         return {k: data[k] for k in ("status", "agent", "stuck", "age", "user") if data[k]}
 
 
+# The recovered history's time windows: how far back a lost worker is listed.
+WINDOWS = {
+    "hour": ("In the last hour", dt.timedelta(hours=1)),
+    "day": ("In the last day", dt.timedelta(days=1)),
+}
+WORKER_NAME = RegexValidator(
+    r"^[\w.@:-]*$",
+    "A worker is named like host:1234, or give its host: letters, digits, dots, dashes, "
+    "underscores, @ and colons.",
+)
+
+
+class RecoveredFilterForm(forms.Form):
+    """The recovered history's filters: a time window, and a lost worker (id or host)."""
+
+    since = forms.ChoiceField(
+        required=False,
+        label="When lost",
+        choices=[(k, v[0]) for k, v in WINDOWS.items()],
+        error_messages={"invalid_choice": "Choose the last hour or the last day."},
+    )
+    worker = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Lost worker",
+        validators=[WORKER_NAME],
+        error_messages={"max_length": "A worker id has at most 200 characters."},
+    )
+
+    def clean_since(self) -> str:
+        return self.cleaned_data["since"] or "day"
+
+    def clean_worker(self) -> str:
+        return self.cleaned_data["worker"].strip()
+
+    def kept(self) -> dict[str, str]:
+        """The filters as query parameters (the live feed's subscription)."""
+        return {k: v for k, v in self.cleaned_data.items() if v}
+
+
 class VersionForm(forms.Form):
-    """Every action names the version of the run the admin was looking at."""
+    """Every action names the version of the run the admin was looking at, and the number of
+    the last event their page showed (so an automatic recovery since then can be told from
+    a real conflict)."""
 
     version = forms.IntegerField(min_value=1)
+    seen = forms.IntegerField(min_value=0, required=False)
 
 
 class ResolveForm(VersionForm):
@@ -88,7 +132,7 @@ class BulkForm(forms.Form):
             ("resolve", "Mark resolved"),
         ]
     )
-    # Each checked row sends "<run id>:<version>".
+    # Each checked row sends "<run id>:<version>:<number of its last event shown>".
     runs = forms.MultipleChoiceField(choices=(), required=True)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -96,12 +140,14 @@ class BulkForm(forms.Form):
         values = self.data.getlist("runs") if hasattr(self.data, "getlist") else []
         self.fields["runs"].choices = [(v, v) for v in values]
 
-    def clean_runs(self) -> list[tuple[uuid.UUID, int]]:
+    def clean_runs(self) -> list[tuple[uuid.UUID, int, int | None]]:
+        """(run id, version, last event seen) of each checked run ("<id>:<version>[:<seq>]")."""
         items = []
         for raw in self.cleaned_data["runs"][:200]:
-            pk, _, version = raw.partition(":")
+            pk, _, rest = raw.partition(":")
+            version, _, seen = rest.partition(":")
             try:
-                items.append((uuid.UUID(pk), int(version)))
+                items.append((uuid.UUID(pk), int(version), int(seen) if seen else None))
             except ValueError:
                 raise forms.ValidationError("Not a run of this list.") from None
         return items

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +109,22 @@ def status_counts(principal: Principal) -> list[dict[str, Any]]:
 def stuck_counts(principal: Principal, now: dt.datetime) -> list[dict[str, Any]]:
     counts = stuck.tenant_counts(tenant_runs(principal), now)
     return [{"reason": stuck.REASONS[code], "count": n} for code, n in counts.items()]
+
+
+# --- what a live page shows -----------------------------------------------------------------------
+
+
+def shown_key(parts: Iterable[Any]) -> str:
+    """A short fingerprint of what a live part of the page shows, sent back when its socket
+    subscribes (`shown=` in its filter): the feed sends the part again only if it differs,
+    so a subscription never overwrites what the page just loaded (or a newer filter's
+    rows), and a reconnect still catches up."""
+    return hashlib.sha256(repr(list(parts)).encode()).hexdigest()[:16]
+
+
+def rows_key(runs: list[Run]) -> str:
+    """What a page of the console's rows shows changes with each run's version or event."""
+    return shown_key((str(r.pk), r.version, r.event_seq) for r in runs)
 
 
 # --- one run --------------------------------------------------------------------------------------

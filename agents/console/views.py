@@ -1,7 +1,9 @@
 """Pages of the admin console: the runs list with stuck runs, one run, and its actions.
 
 Admins only (403 for every other role); another tenant's run is a 404. Every action posts
-the run's version; if the run changed meanwhile the answer is 409 with the page as it is now.
+the run's version; if the run changed meanwhile the answer is 409 with the page as it is now,
+unless what changed it was an automatic recovery from a lost worker (then a 200 saying no
+action is needed, with the page as it is now).
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from agents.console import actions, selectors
+from agents.console import actions, recovered, selectors
 from agents.console.errors import InvalidState
 from agents.console.forms import (
     BulkForm,
     ConsoleFilterForm,
+    RecoveredFilterForm,
     ReplayForm,
     ResolveForm,
     StateForm,
@@ -56,13 +59,33 @@ def get_run_for_admin(request: HttpRequest, run_id: uuid.UUID) -> Run:
 @require_GET
 @require_scope(Scope.ADMIN)
 def run_list(request: HttpRequest) -> HttpResponse:
-    """Runs of the tenant with filters (status, agent, stuck reason, age, end user)."""
-    context, status = _table(request.principal, ConsoleFilterForm(request.GET))  # type: ignore[attr-defined]
+    """Runs of the tenant with filters (status, agent, stuck reason, age, end user), and the
+    runs recovered automatically (filtered by `since` and `worker`)."""
+    principal = request.principal  # type: ignore[attr-defined]
+    context, status = _table(principal, ConsoleFilterForm(request.GET))
     if is_partial(request):
         return vary_on_htmx(render(request, f"{RUNS}#console-table", context, status=status))
-    return vary_on_htmx(
-        render(request, RUNS, {**context, "counts": None, "stuck_counts": None}, status=status)
+    history, history_status = recovered.recovered_context(
+        principal, RecoveredFilterForm(request.GET), timezone.now()
     )
+    context.update(history, counts=None, stuck_counts=None)
+    return vary_on_htmx(render(request, RUNS, context, status=max(status, history_status)))
+
+
+@require_GET
+@require_scope(Scope.ADMIN)
+def run_recovered(request: HttpRequest) -> HttpResponse:
+    """The recovered history for its filters (the console's list swaps it in); without htmx,
+    the console page showing it."""
+    if not is_partial(request):
+        query = request.GET.urlencode()
+        return redirect(reverse("console:console_runs") + (f"?{query}" if query else ""))
+    context, status = recovered.recovered_context(
+        request.principal,  # type: ignore[attr-defined]
+        RecoveredFilterForm(request.GET),
+        timezone.now(),
+    )
+    return render(request, f"{RUNS}#recovered-list", context, status=status)
 
 
 @require_GET
@@ -93,6 +116,8 @@ def _table(principal: Principal, filters: ConsoleFilterForm) -> tuple[dict[str, 
         before=data["before"],
     )
     keep = filters.kept()
+    position = {**keep, **({"before": filters.data["before"]} if data["before"] else {})}
+    here = urlencode(position)
     return {
         "filters": filters,
         "runs": page.runs,
@@ -100,9 +125,9 @@ def _table(principal: Principal, filters: ConsoleFilterForm) -> tuple[dict[str, 
         if page.next_cursor
         else None,
         "newest_url": ("?" + urlencode(keep)) if data["before"] else None,
-        "here": urlencode(
-            {**keep, **({"before": filters.data["before"]} if data["before"] else {})}
-        ),
+        "here": here,
+        # what the live feed compares on subscribe (agents/console/live.py)
+        "live_filter": urlencode({**position, "shown": selectors.rows_key(page.runs)}),
     }, 200
 
 
@@ -118,15 +143,20 @@ def run_bulk(request: HttpRequest) -> HttpResponse:
         return redirect(back)
     items = form.cleaned_data["runs"]
     found = {r.pk: r for r in selectors.tenant_runs(principal).filter(pk__in=[i[0] for i in items])}
-    pairs = [(found[pk], version) for pk, version in items if pk in found]
+    pairs = [(found[pk], version) for pk, version, _ in items if pk in found]
     outcomes = actions.runs_bulk(
-        principal=principal, action=form.cleaned_data["action"], items=pairs
+        principal=principal,
+        action=form.cleaned_data["action"],
+        items=pairs,
+        seen={pk: seen for pk, _, seen in items},
     )
     done = sum(o.ok for o in outcomes)
     label = dict(form.fields["action"].choices)[form.cleaned_data["action"]]
     messages.success(request, f"{label}: done for {done} of {len(items)} run(s).")
     for o in outcomes:
-        if not o.ok:
+        if o.recovered is not None:
+            messages.info(request, f"Run {o.run_id}: {recovered.recovered_notice(o.recovered)}")
+        elif not o.ok:
             messages.warning(request, f"Run {o.run_id}: {o.message}")
     return redirect(back)
 
@@ -220,7 +250,9 @@ ACTIONS: dict[str, tuple[type[VersionForm], Action, str]] = {
 @require_POST
 @require_scope(Scope.ADMIN)
 def run_action(request: HttpRequest, run_id: uuid.UUID, action: str) -> HttpResponse:
-    """Apply one action; 409 with a fresh view if the run changed, 400 if the input is bad."""
+    """Apply one action; 409 with a fresh view if the run changed (unless it only recovered
+    from a lost worker automatically: then a notice and the fresh view), 400 if the input
+    is bad."""
     if action not in ACTIONS:
         raise Http404
     run = get_run_for_admin(request, run_id)
@@ -236,7 +268,16 @@ def run_action(request: HttpRequest, run_id: uuid.UUID, action: str) -> HttpResp
             request, run, 400, state_errors=exc.problems, state_draft=form.data.get("state", "")
         )
     except RunChanged as exc:
-        return _render_run(request, _reload(run), exc.status, notice=exc.message)
+        fresh = _reload(run)
+        seen = form.cleaned_data.get("seen")
+        found = recovered.recovered_since(fresh, seen=seen, now=timezone.now())
+        if found is None:
+            return _render_run(request, fresh, exc.status, notice=exc.message)
+        notice = recovered.recovered_notice(found, action)
+        if not request.htmx:  # type: ignore[attr-defined]
+            messages.info(request, notice)
+            return redirect("console:console_run", run_id=run.pk)
+        return _render_run(request, fresh, notice=notice)
     except AppError as exc:
         return _render_run(request, _reload(run), exc.status, form_errors=exc.message)
     if result.pk != run.pk:  # replayed as a new run: go there

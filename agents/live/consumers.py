@@ -46,7 +46,7 @@ CLOSE_FORBIDDEN = 4403
 CLOSE_TRY_AGAIN_LATER = 1013  # the database or Redis is away; htmx's ws extension reconnects
 MAX_MESSAGE_BYTES = 4096
 MAX_SUBSCRIPTIONS = 32
-KINDS = ("run", "runs", "approvals")
+KINDS = ("run", "runs")  # and every tenant feed registered with render.register_feed
 
 
 class Malformed(ValueError):
@@ -132,8 +132,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if len(self.runs) + len(self.feeds) >= MAX_SUBSCRIPTIONS:
             logger.warning("live socket of user %s: too many subscriptions", self._who())
             return
+        subscribe = getattr(self, f"_subscribe_{message['kind']}", self._subscribe_feed)
         try:
-            await getattr(self, f"_subscribe_{message['kind']}")(principal, message)
+            await subscribe(principal, message)
         except Refused as exc:
             logger.warning("live socket of user %s: subscription refused: %s", self._who(), exc)
 
@@ -157,12 +158,14 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self.feeds["runs"] = view
         await self._send_all(await database_sync_to_async(render.runs_snapshot)(view))
 
-    async def _subscribe_approvals(self, principal: Any, message: dict[str, Any]) -> None:
+    async def _subscribe_feed(self, principal: Any, message: dict[str, Any]) -> None:
+        """A tenant feed an app registered (approvals, the console's, ...)."""
+        kind = message["kind"]
         await self._join(tenant_group(principal.tenant.pk))
         view = render.FeedView(principal=principal, page=message.get("filter"))
-        self.feeds["approvals"] = view
+        self.feeds[kind] = view
         feed = database_sync_to_async(render.feed_messages)
-        await self._send_all(await feed("approvals", view, None))
+        await self._send_all(await feed(kind, view, None))
 
     async def _unsubscribe(self, message: dict[str, Any]) -> None:
         if message["kind"] == "run":
@@ -270,7 +273,8 @@ def _parse(text_data: str | None, bytes_data: bytes | None) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise Malformed("not a JSON object")
     kind = message.get("kind")
-    if message.get("type") not in ("subscribe", "unsubscribe") or kind not in KINDS:
+    known = kind in KINDS or (isinstance(kind, str) and kind in render.FEEDS)
+    if message.get("type") not in ("subscribe", "unsubscribe") or not known:
         raise Malformed(f"type {message.get('type')!r}, kind {kind!r}")
     parsed: dict[str, Any] = {"type": message["type"], "kind": kind}
     if kind == "run":
@@ -282,7 +286,7 @@ def _parse(text_data: str | None, bytes_data: bytes | None) -> dict[str, Any]:
         if isinstance(after, bool) or not isinstance(after, int) or after < 0:
             raise Malformed("after is not a number of an event")
         parsed["after"] = after
-    elif kind == "runs" or (kind == "approvals" and "filter" in message):
+    elif kind == "runs" or "filter" in message:  # optional for the tenant feeds
         query = message.get("filter", "")
         if not isinstance(query, str) or len(query) > 500:
             raise Malformed("filter is not a query string")

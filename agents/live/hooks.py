@@ -1,8 +1,9 @@
 """What live progress subscribes to: every progress event is broadcast to the pages watching
-it, and approvals' pages (inbox, badge, request) get their live feed."""
+it; approvals' pages (inbox, badge, request) and the admin console get their live feeds."""
 
 from __future__ import annotations
 
+from agents.console.live import console_feed, recovered_feed
 from agents.live.broadcast import broadcast
 from agents.live.render import register_feed
 from agents.runtime import progress
@@ -12,3 +13,5 @@ from approvals.live import approvals_feed
 def register() -> None:
     progress.subscribe(broadcast)
     register_feed("approvals", approvals_feed)  # the inbox, its badge, a request's page
+    register_feed("console", console_feed)  # the runs console's rows and counts
+    register_feed("console_recovered", recovered_feed)  # its recovered history

@@ -156,6 +156,9 @@ def _run_batch(view: RunView, run: Run, events: list[RunEventLog]) -> str:
                 sections.add("run-io")  # the output, or the error
             else:
                 ops.upsert("timeline", f"step-{n + 1}")
+        elif event.kind == "run.lost" and n:
+            # the lost attempt, and the "recovering" note, on the step it interrupted
+            ops.upsert("timeline", f"step-{n}")
         elif event.kind == "run.status" or event.kind.startswith("approval."):
             ops.upsert("timeline", f"step-{current}")
             sections.update({"run-io", "run-approvals"})

@@ -14,6 +14,7 @@ from agents.runtime.models import (
     Message,
     PackedContext,
     Run,
+    RunEventLog,
     StepAttempt,
     ToolCall,
 )
@@ -80,6 +81,13 @@ def step_attempts(
     found = list(rows) + [a for a in map(attempt_of, checkpoints) if a is not None]
     found.sort(key=lambda a: (a.seq, a.attempt, a.ended_at, a.id or 0))
     return found
+
+
+def recoveries(run: Run) -> list[RunEventLog]:
+    """The claims that picked the run up again after the recovery sweep took it back from a
+    lost worker (`step.started` events with `recovered`), oldest first."""
+    found = RunEventLog.objects.for_tenant(run.tenant_id).filter(run=run, kind="step.started")
+    return list(found.filter(data__recovered=True).order_by("seq"))
 
 
 def attempt_of(checkpoint: Checkpoint) -> StepAttempt | None:

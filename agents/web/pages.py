@@ -20,6 +20,7 @@ from agents.runtime import selectors
 from agents.runtime.definitions import get_agent
 from agents.runtime.errors import AppError
 from agents.runtime.models import (
+    AttemptOutcome,
     Checkpoint,
     Message,
     Run,
@@ -45,6 +46,16 @@ def pretty(value: Any) -> str:
 # --- one run --------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Recovery:
+    """The claim that picked a run up again after the recovery sweep took it back from a
+    worker that died holding it (its `step.started` event with `recovered`)."""
+
+    at: dt.datetime
+    worker: str
+    attempt: int
+
+
 @dataclass
 class StepEntry:
     """One step of the timeline: its checkpoint (once written) and every attempt at it.
@@ -59,6 +70,11 @@ class StepEntry:
     attempts: list[StepAttempt] = field(default_factory=list)
     current: bool = False
     since: dt.datetime | None = None  # when the current step started running
+    recovering: bool = False  # its worker was lost; the run waits for another one
+
+    @property
+    def lost(self) -> bool:
+        return any(a.outcome == AttemptOutcome.LOST for a in self.attempts)
 
     @property
     def took_ms(self) -> float | None:
@@ -83,7 +99,38 @@ def steps(run: Run, *, only: set[int] | None = None) -> list[StepEntry]:
         entry = entries.setdefault(current, StepEntry(seq=current, step=run.current_step))
         entry.current = True
         entry.since = run.updated_at if run.status == RunStatus.RUNNING else None
+        entry.recovering = run.status == RunStatus.QUEUED and run.lost_at is not None
+    if any(entry.lost for entry in entries.values()):
+        _pair_recoveries(run, entries)
     return [entries[seq] for seq in sorted(entries)]
+
+
+def _pair_recoveries(run: Run, entries: dict[int, StepEntry]) -> None:
+    """Set `recovery` on each lost attempt: the recovering claim after it (None until then).
+    A claim belongs to the latest lost attempt at its step that ended before it."""
+    for entry in entries.values():
+        for attempt in entry.attempts:
+            if attempt.outcome == AttemptOutcome.LOST:
+                attempt.recovery = None  # type: ignore[attr-defined]
+    for claim in selectors.recoveries(run):
+        data = claim.data or {}
+        at_step = entries.get(data.get("step_seq", -1))
+        if at_step is None:
+            continue
+        before = [
+            a
+            for a in at_step.attempts
+            if a.outcome == AttemptOutcome.LOST
+            and a.recovery is None  # type: ignore[attr-defined]
+            and a.ended_at <= claim.created_at
+        ]
+        if before:
+            lost = max(before, key=lambda a: a.ended_at)
+            lost.recovery = Recovery(  # type: ignore[attr-defined]
+                at=claim.created_at,
+                worker=str(data.get("worker", "")),
+                attempt=int(data.get("attempt") or lost.attempt + 1),
+            )
 
 
 def step_entry(run: Run, seq: int) -> StepEntry | None:

@@ -106,7 +106,11 @@ def test_an_admin_resumes_a_run_whose_worker_was_killed_and_it_completes(
     )
     page.reload()
     expect(page.locator("#console-status")).to_contain_text("Succeeded")
-    expect(page.locator(".timeline")).to_contain_text("Worker lost (lease expired)")
+    lost = page.locator(".timeline .attempt-lost")
+    expect(lost).to_contain_text("Worker lost")
+    expect(lost).to_contain_text(
+        re.compile(r"lost at \d\d:\d\d:\d\d during step 1 \(model\), attempt 1 — ran \d")
+    )
     expect(page.locator("#stuck-reasons")).to_have_count(0)
     screenshot(page, "console-run-resumed")
 

@@ -62,7 +62,19 @@ def event_label(event: Any) -> str:
     if kind == "run.queued":
         return "Run queued"
     if kind == "step.started":
+        if data.get("recovered"):
+            by = f" by {data['worker']}" if data.get("worker") else ""
+            return (
+                f"Recovered automatically{by}: {_step(data)} "
+                f"(attempt {data.get('attempt', '?')}) continues from the last checkpoint"
+            )
         return f"Worker started {_step(data)} (attempt {data.get('attempt', 1)})"
+    if kind == "run.lost":
+        ran = f", after {ms_duration(data['ran_ms'])}" if data.get("ran_ms") else ""
+        return (
+            f"Worker {data.get('worker') or '?'} lost during {_step(data)} "
+            f"(attempt {data.get('attempt', '?')}{ran}); queued again for another worker"
+        )
     if kind == "step.finished":
         took = ms_duration(data.get("duration_ms"))
         after = {
