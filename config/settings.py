@@ -333,6 +333,80 @@ EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.Emai
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agentstate@localhost")
 # Only read by the file-based backend (django.core.mail.backends.filebased.EmailBackend).
 EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
+# The SMTP backend (django.core.mail.backends.smtp.EmailBackend): where and how to send.
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL exclude each other: set one")
+# An invitation is sent inside the admin's request: a mail server that hangs must not hold it.
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+
+# --- Members: invitations, password reset, single sign-on (docs/members.md). ----------------------
+# An invitation link works once, for this many days after it was (last) sent.
+INVITATION_MAX_AGE_DAYS = env_int("INVITATION_MAX_AGE_DAYS", 7, minimum=1)
+# A password reset link works once, for this long.
+PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_TIMEOUT_SECONDS", 3600, minimum=60)
+# Reset requests per (email, client address) and per client address, like the login lockout's
+# pair; counted in Redis (if it is down, requests pass). Over the limit: a 429 page.
+PASSWORD_RESET_RATE_LIMIT = env_str("PASSWORD_RESET_RATE_LIMIT", "5/hour")
+PASSWORD_RESET_ADDRESS_RATE_LIMIT = env_str("PASSWORD_RESET_ADDRESS_RATE_LIMIT", "20/hour")
+
+# OpenID Connect sign-in (mozilla-django-oidc): off unless OIDC_RP_CLIENT_ID is set, and then
+# every endpoint must be. No OIDC URL is routed while it is off.
+OIDC_RP_CLIENT_ID = env_str("OIDC_RP_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_RP_CLIENT_SECRET", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_OP_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_OP_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = env_str("OIDC_OP_USER_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_OP_JWKS_ENDPOINT", "")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_RP_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = env_str("OIDC_RP_SCOPES", "openid email profile")
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env_float("OIDC_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+OIDC_ENABLED = bool(OIDC_RP_CLIENT_ID)
+# Accounts are linked to the provider's subject within this issuer (default: the origin of
+# the authorization endpoint). Changing it unlinks every SSO account.
+OIDC_OP_ISSUER = env_str("OIDC_OP_ISSUER", "") or "/".join(
+    (OIDC_OP_AUTHORIZATION_ENDPOINT or "").split("/")[:3]
+)
+# Which tenants an SSO sign-in joins, with which role (tenants/sso.py, docs/members.md).
+OIDC_TENANT_CLAIM = env_str("OIDC_TENANT_CLAIM", "")
+OIDC_ROLE_CLAIM = env_str("OIDC_ROLE_CLAIM", "")
+OIDC_DEFAULT_ROLE = env_str("OIDC_DEFAULT_ROLE", "")
+_ROLES = ("admin", "manager", "member", "viewer")
+OIDC_ROLE_MAP: dict[str, str] = {}
+for _pair in env_list("OIDC_ROLE_MAP", []):
+    _value, _sep, _role = _pair.rpartition("=")
+    if not _sep or not _value.strip() or _role.strip() not in _ROLES:
+        raise ImproperlyConfigured(
+            f"OIDC_ROLE_MAP is comma-separated claim-value=role pairs, role one of"
+            f" {', '.join(_ROLES)}; got {_pair!r}"
+        )
+    OIDC_ROLE_MAP[_value.strip()] = _role.strip()
+if OIDC_DEFAULT_ROLE not in ("", *_ROLES):
+    raise ImproperlyConfigured(f"OIDC_DEFAULT_ROLE must be one of {', '.join(_ROLES)} or empty")
+if OIDC_ENABLED:
+    _needed = {
+        "OIDC_RP_CLIENT_SECRET": OIDC_RP_CLIENT_SECRET,
+        "OIDC_OP_AUTHORIZATION_ENDPOINT": OIDC_OP_AUTHORIZATION_ENDPOINT,
+        "OIDC_OP_TOKEN_ENDPOINT": OIDC_OP_TOKEN_ENDPOINT,
+        "OIDC_OP_USER_ENDPOINT": OIDC_OP_USER_ENDPOINT,
+    }
+    if (OIDC_RP_SIGN_ALGO or "").startswith(("RS", "ES")):
+        _needed["OIDC_OP_JWKS_ENDPOINT"] = OIDC_OP_JWKS_ENDPOINT
+    _missing = [name for name, value in _needed.items() if not value]
+    if _missing:
+        raise ImproperlyConfigured(
+            f"OIDC_RP_CLIENT_ID is set, so single sign-on is on: set {', '.join(_missing)}"
+        )
+    INSTALLED_APPS.append("mozilla_django_oidc")
+    AUTHENTICATION_BACKENDS.append("tenants.oidc.TenantOIDCBackend")
+# Where a failed or cancelled SSO sign-in lands (the login page says so).
+LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
 
 # "json": one JSON object per line with tenant_id and run_id (core/log_context.py); "text" for
 # people reading a terminal. Default: text under DEBUG, json otherwise.
@@ -468,8 +542,11 @@ MEMORY_RECENCY_WEIGHT = env_float("MEMORY_RECENCY_WEIGHT", 0.2, minimum=0.0)
 MEMORY_RECENCY_HALF_LIFE_DAYS = env_float("MEMORY_RECENCY_HALF_LIFE_DAYS", 30.0, minimum=0.1)
 MEMORY_CATEGORY_WEIGHTS = {"preference": 1.0, "profile": 1.0, "task_outcome": 0.8, "note": 0.7}
 MEMORY_MIN_SIMILARITY = env_float("MEMORY_MIN_SIMILARITY", 0.2, minimum=0.0)
-# A new fact this similar to a live one of the same person and category refreshes that one.
-MEMORY_DEDUPE_SIMILARITY = env_float("MEMORY_DEDUPE_SIMILARITY", 0.95, minimum=0.0)
+# A new fact whose content words overlap a live one's of the same person and category this much
+# (Jaccard; never when a number or a negation differs) refreshes that one, and the write says
+# so. 0.8: no false merge on the LoCoMo dev split, whose closest distinct turns reach 0.67
+# (docs/memory.md). Above 1: only the same normalized text merges.
+MEMORY_DEDUPE_WORD_SIMILARITY = env_float("MEMORY_DEDUPE_WORD_SIMILARITY", 0.8, minimum=0.0)
 # Token budget of the memory section a step recalls, unless the step asks for another.
 # How steps extract facts from a conversation (ctx.memory.extract): "auto" asks the model
 # unless it is the offline scripted one, then patterns; "model" or "patterns" always.

@@ -17,11 +17,11 @@ from rest_framework.response import Response
 
 from core.api import ApiView, error_responses, validated
 from core.idempotency import idempotent
-from memory import links, selectors, services
+from memory import batch, links, selectors, services
 from memory import serializers as s
 from memory.models import SourceKind
 from tenants.audit import audit_record
-from tenants.errors import NotFound
+from tenants.errors import AppError, NotFound
 from tenants.models import Scope
 from tenants.principal import Principal
 
@@ -91,11 +91,16 @@ class SubjectFactsView(ApiView):
         operation_id="memory_facts_create",
         tags=TAGS,
         request=s.FactCreateSerializer,
-        responses={201: s.FactSerializer, **error_responses(400, 403, 404, 422)},
+        responses={
+            201: s.FactSerializer,
+            200: s.FactSerializer,
+            **error_responses(400, 403, 404, 422),
+        },
     )
     @idempotent
     def post(self, request: Request, subject_id: int) -> Response:
-        """Remember a fact about the subject (same text again refreshes; same key supersedes)."""
+        """Remember a fact about the subject (same key supersedes). The same fact again, or a
+        near-duplicate of a live one, refreshes that one: 200 with `merged_into` its id."""
         subject = _subject(request, subject_id, write=True)
         data = validated(s.FactCreateSerializer, request.data)
         own = request.principal.user is not None
@@ -105,7 +110,62 @@ class SubjectFactsView(ApiView):
             source_kind=SourceKind.USER if own else SourceKind.API,
             **data,
         )
+        if getattr(fact, "merged_into", None) is not None:
+            return Response({**selectors.fact_json(fact), "merged_into": str(fact.merged_into)})
         return Response(selectors.fact_json(fact), status=201)
+
+
+class SubjectFactsBatchView(ApiView):
+    rate_bucket = "write"
+
+    @extend_schema(
+        operation_id="memory_facts_batch",
+        tags=TAGS,
+        request=s.FactBatchSerializer,
+        responses={200: s.FactBatchResultSerializer, **error_responses(400, 403, 404, 413)},
+    )
+    @idempotent
+    def post(self, request: Request, subject_id: int) -> Response:
+        """Remember up to 500 facts about the subject, each as the single POST would in turn.
+        Answers 200 with one result per item, in order: 201 written, 200 the same fact
+        refreshed, or the single POST's error (the item wrote nothing). A body that is not a
+        list of 1 to 500 facts is a 400 and writes nothing."""
+        subject = _subject(request, subject_id, write=True)
+        items = validated(s.FactBatchSerializer, request.data)["facts"]
+        results: list[dict[str, Any]] = [{} for _ in items]
+        accepted: list[tuple[int, dict[str, Any]]] = []
+        for index, item in enumerate(items):
+            form = s.FactCreateSerializer(data=item)
+            if form.is_valid():
+                accepted.append((index, dict(form.validated_data)))
+            else:  # the body of the single POST's 400
+                error = {"code": "invalid", "message": "Some fields are invalid."}
+                results[index] = {"status": 400, "error": {**error, "fields": form.errors}}
+        outcomes = batch.facts_remember(
+            tenant_id=request.principal.tenant.pk,
+            subject_id=subject.pk,
+            facts=[data for _, data in accepted],
+            source_kind=SourceKind.USER if request.principal.user is not None else SourceKind.API,
+        )
+        for (index, _), outcome in zip(accepted, outcomes, strict=True):
+            results[index] = _batch_result(outcome)
+        return Response(_batch_body(results))
+
+
+def _batch_result(outcome: batch.Remembered | AppError) -> dict[str, Any]:
+    if isinstance(outcome, AppError):
+        return {"status": outcome.status, "error": outcome.as_dict()}
+    return {"status": 201 if outcome.created else 200, "fact": selectors.fact_json(outcome.fact)}
+
+
+def _batch_body(results: list[dict[str, Any]]) -> dict[str, Any]:
+    statuses = [r["status"] for r in results]
+    return {
+        "created": statuses.count(201),
+        "refreshed": statuses.count(200),
+        "refused": sum(1 for code in statuses if code >= 400),
+        "results": [{"index": index, **r} for index, r in enumerate(results)],
+    }
 
 
 def _fact(request: Request, fact_id: Any, *, write: bool = False):

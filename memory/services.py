@@ -6,15 +6,17 @@ Every write takes the tenant explicitly; row-level security refuses the rest any
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
 import uuid
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F, Q, Value
 
 from agents.runtime.models import AgentSession
-from memory import errors, policies, tasks
+from agents.runtime.queue import BROKER_DOWN
+from memory import duplicates, errors, indexing, policies, tasks
 from memory.embeddings import get_provider
 from memory.models import MemoryFact, MemoryPolicy, MemorySettings, SourceKind
 from memory.secrets import secret_kind
@@ -22,6 +24,7 @@ from tenants.audit import audit_record
 from tenants.models import Tenant
 from tenants.principal import Principal
 
+logger = logging.getLogger(__name__)
 MAX_TEXT = 1000
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 REDACTED = "[removed at the user's request]"
@@ -66,10 +69,26 @@ def _live(tenant_id: Any, subject_id: Any):
     )
 
 
+def fact_remember(**kwargs: Any) -> MemoryFact:
+    """Remember a fact (see _remember). Two writers may give one person's key its first value
+    at once: the second finds the unique slot taken when it inserts. It then reads again (the
+    first writer's fact has committed) and supersedes it, as if it had come second, instead of
+    failing. Only a write with a key can collide, so only those pay for the savepoint."""
+    if not kwargs.get("key"):
+        return _remember(**kwargs)
+    try:
+        with transaction.atomic():
+            return _remember(**kwargs)
+    except IntegrityError as exc:
+        if "memfact_one_live_per_key" not in str(exc):
+            raise
+        return _remember(**kwargs)
+
+
 # Savepoint-free: validation raises before anything is written, and a step's proposal brings
 # its own savepoint (memory/steps.py). Two round trips fewer per fact.
 @transaction.atomic(savepoint=False)
-def fact_remember(
+def _remember(
     *,
     tenant_id: Any,
     subject_id: int,
@@ -105,7 +124,7 @@ def fact_remember(
     same_keys = {key, ""} if key else {""}
     for fact in neighbours:
         if fact.category == category and fact.normalized == norm and fact.key in same_keys:
-            return _refresh(fact, rules, confidence, now)
+            return _merged(_refresh(fact, rules, confidence, now))
     old = next((f for f in neighbours if key and f.key == key), None)
     if old is not None:
         return fact_supersede(
@@ -119,6 +138,13 @@ def fact_remember(
             confidence=confidence,
             occurred_at=occurred_at,
         )
+    # A near-duplicate (the same content words, no number or negation apart) is that fact
+    # again; the caller learns which one (`merged_into`). No embedding model is asked.
+    twin = duplicates.find_twin(
+        norm, [f for f in neighbours if f.category == category and f.key in same_keys]
+    )
+    if twin is not None:
+        return _merged(_refresh(twin[0], rules, confidence, now))
     _evict_over_cap(tenant_id, subject_id, rules, [f for f in neighbours if f.category == category])
     fact = MemoryFact.objects.create(
         tenant_id=tenant_id,
@@ -146,6 +172,12 @@ def _refresh(fact: MemoryFact, rules: policies.Rules, confidence: float, now) ->
     MemoryFact.objects.for_tenant(fact.tenant_id).filter(pk=fact.pk).update(
         confidence=fact.confidence, updated_at=now, expires_at=fact.expires_at
     )
+    return fact
+
+
+def _merged(fact: MemoryFact) -> MemoryFact:
+    """Mark the existing fact a write landed on: `fact.merged_into` is its id."""
+    fact.merged_into = fact.pk  # type: ignore[attr-defined]
     return fact
 
 
@@ -297,7 +329,19 @@ def schedule_embedding(tenant_id: Any, fact_ids: list[Any]) -> None:
     if get_provider() is None or not fact_ids:
         return
     ids = [str(pk) for pk in fact_ids]
-    transaction.on_commit(lambda: tasks.embed_facts.delay(tenant_id=str(tenant_id), fact_ids=ids))
+    transaction.on_commit(lambda: _send_embedding(str(tenant_id), ids))
+
+
+def _send_embedding(tenant_id: str, ids: list[str]) -> None:
+    if not indexing.task_needed(tenant_id):
+        return  # a task is queued and no worker has read since: it will embed these too
+    try:
+        tasks.embed_facts.delay(tenant_id=tenant_id, fact_ids=ids)
+    except BROKER_DOWN as exc:
+        # The facts are stored and found by their words; the backfill embeds them later.
+        logger.warning(
+            "embedding of %d facts not queued: the broker did not answer (%s)", len(ids), exc
+        )
 
 
 # --- tenant settings ------------------------------------------------------------------------------

@@ -10,12 +10,17 @@ from tenants.tasks import TenantTask
 
 class IndexingTask(TenantTask):
     abstract = True
-    one_transaction = False  # embed_facts opens its own tenant transaction
+    one_transaction = False  # no transaction may stay open while the model runs
 
 
 @shared_task(base=IndexingTask, name="memory.embed_facts", acks_late=True)
-def embed_facts(*, tenant_id: str, fact_ids: list[str]) -> int:
-    return indexing.embed_facts(tenant_id=tenant_id, fact_ids=fact_ids)
+def embed_facts(*, tenant_id: str, fact_ids: list[str]) -> dict:
+    done = indexing.embed_facts(tenant_id=tenant_id, fact_ids=fact_ids)
+    if done.more:
+        # Facts left behind (out of batches, or a writer held them 10 s): another pass, after
+        # whatever else waits in the queue.
+        embed_facts.delay(tenant_id=tenant_id, fact_ids=[])
+    return {"embedded": done.embedded, "batches": done.batches}
 
 
 @shared_task(name="memory.embedding_backfill", acks_late=True)

@@ -39,7 +39,7 @@ def embed_all(membership) -> int:
     """What the embedding task does on a worker, done here and now."""
     with tenant_scope(membership.tenant_id):
         ids = list(MemoryFact.objects.for_tenant(membership.tenant_id).values_list("pk", flat=True))
-    return indexing.embed_facts(tenant_id=membership.tenant_id, fact_ids=ids)
+    return indexing.embed_facts(tenant_id=membership.tenant_id, fact_ids=ids).embedded
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from memory.models import MemoryFact
 from memory.secrets import secret_kind
 from tenants.scope import tenant_scope
 from tests import factories
-from tests.memory.conftest import embed_all, facts_of, remember
+from tests.memory.conftest import facts_of, remember
 
 pytestmark = pytest.mark.django_db
 
@@ -31,16 +31,6 @@ def test_the_same_fact_again_does_not_duplicate(members):
     again = remember(ada, "likes short answers", confidence=0.9)
     assert again.pk == first.pk and again.confidence == 0.9
     assert len(facts_of(ada)) == 1
-
-
-def test_a_near_duplicate_merges_into_the_older_fact_once_embedded(members):
-    ada = members["member"]
-    first = remember(ada, "Prefers short answers")
-    remember(ada, "Prefers short answers!!")  # normalised equal: deduped at once
-    second = remember(ada, "Prefers short answers always")
-    assert second.pk != first.pk
-    embed_all(ada)
-    assert [f.pk for f in facts_of(ada)] == [first.pk]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,2 @@
+-- Give the tenant's embedding turn back.
+SELECT pg_advisory_unlock(%s)
