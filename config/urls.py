@@ -26,6 +26,8 @@ urlpatterns = [
         if settings.DEMO
         else []
     ),
+    # OpenID Connect sign-in exists only when it is configured (OIDC_RP_CLIENT_ID).
+    *([path("oidc/", include("mozilla_django_oidc.urls"))] if settings.OIDC_ENABLED else []),
     path("", include("agents.web.urls")),
     path("", include("approvals.urls")),
     path("", include("memory.urls")),  # before tenants: /memory/ replaces its placeholder

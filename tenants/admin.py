@@ -54,6 +54,12 @@ class AuditEventAdmin(ReadOnlyAdmin):
     list_filter = ("action",)
 
 
+@admin.register(models.Invitation)
+class InvitationAdmin(ReadOnlyAdmin):
+    list_display = ("email", "role", "sent_at", "expires_at", "accepted_at", "revoked_at")
+    exclude = ("token_hash",)
+
+
 # Tables added later are listed too (read-only) until they get an admin of their own.
 for _model in apps.get_app_config("tenants").get_models():
     if not admin.site.is_registered(_model):

@@ -1,4 +1,4 @@
-"""REST endpoints of the tenants app: who am I, API keys, members, the audit log."""
+"""REST endpoints of the tenants app: who am I, API keys, members, invitations, the audit log."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tenants import selectors, services
-from tenants.models import ApiKey, AuditEvent, Membership, Role, Scope
+from tenants import invitations, selectors, services
+from tenants.models import ApiKey, AuditEvent, Invitation, Membership, Role, Scope
 
 
 class MeSerializer(serializers.Serializer):
@@ -57,6 +57,30 @@ class MembershipSerializer(serializers.ModelSerializer):
 
 
 class RoleSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+class InvitationSerializer(serializers.ModelSerializer):
+    invited_by = serializers.CharField(source="invited_by.username", default=None, read_only=True)
+    expired = serializers.BooleanField(source="is_expired", read_only=True)
+
+    class Meta:
+        model = Invitation
+        fields = [
+            "id",
+            "email",
+            "role",
+            "invited_by",
+            "created_at",
+            "sent_at",
+            "expires_at",
+            "expired",
+            "revoked_at",
+        ]
+
+
+class InvitationCreateSerializer(serializers.Serializer):
+    email = serializers.EmailField(max_length=254)
     role = serializers.ChoiceField(choices=Role.choices)
 
 
@@ -141,6 +165,66 @@ class MemberRoleView(APIView):
             actor=request.principal, membership=membership, role=form.validated_data["role"]
         )
         return Response(MembershipSerializer(membership).data)
+
+
+class MemberView(APIView):
+    write_scope = Scope.ADMIN
+
+    @extend_schema(request=None, responses={204: None})
+    def delete(self, request, membership_id):
+        """Remove a member (never the tenant's last admin: 409 `last_admin`)."""
+        tenant = request.principal.tenant
+        membership = get_object_or_404(
+            selectors.members_for_tenant(tenant=tenant), pk=membership_id
+        )
+        services.membership_remove(actor=request.principal, membership=membership)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class InvitationListView(APIView):
+    read_scope = write_scope = Scope.ADMIN
+    rate_bucket = {"POST": "write"}  # each one sends an email
+
+    @extend_schema(responses=InvitationSerializer(many=True))
+    def get(self, request):
+        """Open invitations (not accepted, not revoked; expired ones included)."""
+        found = selectors.open_invitations_for_tenant(tenant=request.principal.tenant)
+        return Response(InvitationSerializer(found, many=True).data)
+
+    @extend_schema(request=InvitationCreateSerializer, responses={201: InvitationSerializer})
+    def post(self, request):
+        """Invite an address with a role; the link goes by email only, never in the answer."""
+        form = InvitationCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        invitation = invitations.invitation_create(actor=request.principal, **form.validated_data)
+        return Response(InvitationSerializer(invitation).data, status=status.HTTP_201_CREATED)
+
+
+def _open_invitation(request, invitation_id) -> Invitation:
+    tenant = request.principal.tenant
+    return get_object_or_404(selectors.open_invitations_for_tenant(tenant=tenant), pk=invitation_id)
+
+
+class InvitationResendView(APIView):
+    write_scope = Scope.ADMIN
+    rate_bucket = "write"
+
+    @extend_schema(request=None, responses=InvitationSerializer)
+    def post(self, request, invitation_id):
+        """Email a new link (the old one stops working) valid for the full time again."""
+        invitation = _open_invitation(request, invitation_id)
+        invitations.invitation_resend(actor=request.principal, invitation=invitation)
+        return Response(InvitationSerializer(invitation).data)
+
+
+class InvitationRevokeView(APIView):
+    write_scope = Scope.ADMIN
+
+    @extend_schema(request=None, responses=InvitationSerializer)
+    def post(self, request, invitation_id):
+        invitation = _open_invitation(request, invitation_id)
+        invitations.invitation_revoke(actor=request.principal, invitation=invitation)
+        return Response(InvitationSerializer(invitation).data)
 
 
 class AuditEventListView(APIView):

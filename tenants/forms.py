@@ -1,6 +1,9 @@
 from django import forms
 from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth import get_user_model, password_validation
 from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.validators import UnicodeUsernameValidator
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator
 
 from tenants.models import Role, Scope
@@ -24,6 +27,49 @@ class ApiKeyForm(forms.Form):
 
 class RoleForm(forms.Form):
     role = forms.ChoiceField(choices=Role.choices)
+
+
+class InviteForm(forms.Form):
+    email = forms.EmailField(max_length=254, label="Email address")
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
+
+
+class AcceptInvitationForm(forms.Form):
+    """A new account for an invitation: a username and a password (the address is invited)."""
+
+    username = forms.CharField(
+        max_length=150,
+        validators=[UnicodeUsernameValidator()],
+        help_text="Letters, digits and @ . + - _ only; you sign in with it.",
+    )
+    password1 = forms.CharField(
+        label="Password",
+        strip=False,
+        max_length=4096,
+        widget=forms.PasswordInput,
+        help_text="At least 8 characters, not only digits, not a common password.",
+    )
+    password2 = forms.CharField(
+        label="Password again", strip=False, max_length=4096, widget=forms.PasswordInput
+    )
+
+    def __init__(self, *args, email: str = "", **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.email = email
+
+    def clean(self) -> dict:
+        data = super().clean()
+        first, second = data.get("password1"), data.get("password2")
+        if first and second and first != second:
+            self.add_error("password2", "The two passwords differ.")
+        elif first:
+            # The validators compare the password with the username and address too.
+            user = get_user_model()(username=data.get("username", ""), email=self.email)
+            try:
+                password_validation.validate_password(first, user)
+            except ValidationError as exc:
+                self.add_error("password1", exc)
+        return data
 
 
 class TenantSwitchForm(forms.Form):

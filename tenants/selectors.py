@@ -12,7 +12,7 @@ from django.db.models import Field, QuerySet, Sum
 from django.utils import timezone
 
 from tenants import scope
-from tenants.models import ApiKey, AuditEvent, Membership, Tenant
+from tenants.models import ApiKey, AuditEvent, Invitation, Membership, Tenant
 
 
 def memberships_for_user(user) -> list[Membership]:
@@ -86,6 +86,16 @@ def locked_out_usernames(*, tenant: Tenant) -> set[str]:
         .filter(failures__gte=settings.AXES_FAILURE_LIMIT)
     )
     return {row["username"] for row in locked}
+
+
+def open_invitations_for_tenant(*, tenant: Tenant) -> QuerySet[Invitation]:
+    """Invitations neither accepted nor revoked (expired ones too: they can be sent again)."""
+    return (
+        Invitation.objects.for_tenant(tenant)
+        .filter(accepted_at__isnull=True, revoked_at__isnull=True)
+        .select_related("invited_by")
+        .order_by("-sent_at")
+    )
 
 
 def api_keys_for_tenant(*, tenant: Tenant) -> QuerySet[ApiKey]:

@@ -136,9 +136,7 @@ def membership_set_role(*, actor: Principal, membership: Membership, role: str) 
         raise errors.AppError(f"Role must be one of {', '.join(Role.values)}.")
     before = membership.role
     if before == Role.ADMIN and role != Role.ADMIN:
-        admins = Membership.objects.for_tenant(actor.tenant).filter(role=Role.ADMIN)
-        if admins.select_for_update().count() <= 1:
-            raise errors.LastAdmin()
+        _keep_an_admin(actor.tenant, errors.LastAdmin)
     membership.role = role
     membership.save(update_fields=["role"])
     audit_record(
@@ -150,6 +148,35 @@ def membership_set_role(*, actor: Principal, membership: Membership, role: str) 
         after={"role": role, "user": membership.user.get_username()},
     )
     return membership
+
+
+def _keep_an_admin(tenant: Tenant, error: type[errors.AppError]) -> None:
+    """Refuse (with `error`) when the tenant has one admin left, who is about to go.
+
+    The admins' rows are locked (a count alone takes no lock, with or without FOR UPDATE):
+    two admins demoting or removing each other at once are serialized, and the second one
+    sees a single admin and is refused."""
+    admins = Membership.objects.for_tenant(tenant).filter(role=Role.ADMIN).select_for_update()
+    if len(list(admins.values_list("pk", flat=True))) <= 1:
+        raise error()
+
+
+@transaction.atomic
+def membership_remove(*, actor: Principal, membership: Membership) -> None:
+    """Take a person out of the tenant; never its last admin."""
+    if membership.role == Role.ADMIN:
+        _keep_an_admin(actor.tenant, errors.LastAdminRemoval)
+    deleted, _ = Membership.objects.for_tenant(actor.tenant).filter(pk=membership.pk).delete()
+    if not deleted:
+        raise errors.NotFound("This person is no longer a member.")
+    audit_record(
+        tenant=actor.tenant,
+        actor=actor,
+        action="membership.removed",
+        target_type=Membership._meta.label_lower,
+        target_id=str(membership.pk),
+        before={"user": membership.user.get_username(), "role": membership.role},
+    )
 
 
 @transaction.atomic

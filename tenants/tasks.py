@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from celery import Task
+import smtplib
 
+from celery import Task, shared_task
+
+from tenants import passwords
 from tenants.scope import tenant_scope
 
 
@@ -26,3 +29,15 @@ class TenantTask(Task):
             return super().__call__(*args, **kwargs)
         with tenant_scope(tenant_id):
             return super().__call__(*args, **kwargs)
+
+
+@shared_task(
+    name="tenants.send_password_reset",
+    autoretry_for=(OSError, smtplib.SMTPException),
+    retry_backoff=True,
+    retry_backoff_max=600,
+    max_retries=5,
+)
+def send_password_reset(*, email: str) -> None:
+    """Email a password reset link to the accounts with this address (none: nothing)."""
+    passwords.password_reset_send(email=email)

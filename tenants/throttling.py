@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SETTINGS = {READ: "API_RATE_LIMIT_READ", WRITE: "API_RATE_LIMIT_WRITE"}
+# Rates of other doors, checked at startup like the API's.
+OTHER_SETTINGS = ("PASSWORD_RESET_RATE_LIMIT", "PASSWORD_RESET_ADDRESS_RATE_LIMIT")
 _PAUSE_SECONDS = 5.0
 _WARN_EVERY_SECONDS = 60.0
 
@@ -59,7 +61,7 @@ class RateLimited(exceptions.Throttled):
 
 def check_settings() -> None:
     """Refuse to start with a rate setting that does not parse, naming it."""
-    for name in SETTINGS.values():
+    for name in (*SETTINGS.values(), *OTHER_SETTINGS):
         try:
             parse_rate(getattr(settings, name))
         except ValueError as exc:
@@ -144,7 +146,7 @@ def count_call(principal: Principal, bucket: str) -> None:
     if principal.api_key is not None:
         who, subject = "API key", f"k:{principal.api_key.pk}"
     else:
-        who, subject = "person", f"u:{principal.user.pk}"
+        who, subject = "person", f"u:{getattr(principal.user, 'pk', '')}"
     now = time.time()
     window = int(now // rate.window)
     key = f"ratelimit:{principal.tenant.pk}:{bucket}:{subject}:{rate.window}:{window}"
@@ -152,3 +154,16 @@ def count_call(principal: Principal, bucket: str) -> None:
     if count is None or count <= rate.limit:
         return
     raise RateLimited(bucket=bucket, rate=rate, who=who, wait=rate.window - now % rate.window)
+
+
+def hit(name: str, rate: Rate | None) -> float | None:
+    """Count one event of `name` in its fixed window: the seconds to wait if it is over the
+    rate, else None (also without a rate, and when Redis cannot say: limits fail open)."""
+    if rate is None:
+        return None
+    now = time.time()
+    window = int(now // rate.window)
+    count = _count(f"ratelimit:{name}:{rate.window}:{window}", rate.window)
+    if count is None or count <= rate.limit:
+        return None
+    return max(1.0, rate.window - now % rate.window)

@@ -1,4 +1,6 @@
-"""Console pages of the tenants app: home, tenant switcher, API keys, members, audit log."""
+"""Console pages of the tenants app: home, tenant switcher, API keys, audit log.
+
+The members page is views_members.py; invitation links and password reset views_auth.py."""
 
 from __future__ import annotations
 
@@ -8,9 +10,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from tenants import selectors, services
 from tenants.errors import AppError
-from tenants.forms import ApiKeyForm, RoleForm, TenantSwitchForm
+from tenants.forms import ApiKeyForm, TenantSwitchForm
 from tenants.middleware import SESSION_TENANT_KEY
-from tenants.models import Role, Scope
+from tenants.models import Scope
 from tenants.permissions import require_scope
 
 
@@ -110,63 +112,6 @@ def api_key_revoke(request: HttpRequest, key_id) -> HttpResponse:
         {"key": key, "error": error},
         status=409 if error else 200,
     )
-
-
-@require_http_methods(["GET", "POST"])
-@require_scope(Scope.ADMIN)
-def members(request: HttpRequest) -> HttpResponse:
-    principal = request.principal
-    rows = list(selectors.members_for_tenant(tenant=principal.tenant))
-    locked = selectors.locked_out_usernames(tenant=principal.tenant)
-    for m in rows:
-        m.locked_out = m.user.username in locked
-    return render(request, "tenants/members.html", {"members": rows, "roles": Role.choices})
-
-
-def _member_row(request: HttpRequest, membership, error: str | None = None) -> HttpResponse:
-    locked = selectors.locked_out_usernames(tenant=request.principal.tenant)
-    membership.locked_out = membership.user.username in locked
-    return render(
-        request,
-        "tenants/members.html#member-row",
-        {"m": membership, "roles": Role.choices, "error": error},
-        status=400 if error else 200,
-    )
-
-
-@require_POST
-@require_scope(Scope.ADMIN)
-def member_unlock(request: HttpRequest, membership_id: int) -> HttpResponse:
-    principal = request.principal
-    membership = get_object_or_404(
-        selectors.members_for_tenant(tenant=principal.tenant), pk=membership_id
-    )
-    services.member_unlock(actor=principal, membership=membership)
-    if not request.htmx:
-        return redirect("tenants:members")
-    return _member_row(request, membership)
-
-
-@require_POST
-@require_scope(Scope.ADMIN)
-def member_role(request: HttpRequest, membership_id: int) -> HttpResponse:
-    principal = request.principal
-    membership = get_object_or_404(
-        selectors.members_for_tenant(tenant=principal.tenant), pk=membership_id
-    )
-    form = RoleForm(request.POST)
-    error = None
-    if not form.is_valid():
-        error = "Choose one of the listed roles."
-    else:
-        try:
-            services.membership_set_role(
-                actor=principal, membership=membership, role=form.cleaned_data["role"]
-            )
-        except AppError as exc:
-            error = exc.message
-            membership.refresh_from_db()
-    return _member_row(request, membership, error)
 
 
 @require_GET

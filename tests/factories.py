@@ -8,7 +8,7 @@ import uuid
 from django.contrib.auth import get_user_model
 
 from tenants import services
-from tenants.models import ApiKey, AuditEvent, Membership, Role, Tenant
+from tenants.models import ApiKey, AuditEvent, Invitation, Membership, Role, Tenant
 from tenants.principal import Principal
 from tenants.scope import system_scope, tenant_scope
 
@@ -60,6 +60,19 @@ def _api_key_row(tenant: Tenant) -> ApiKey:
 
 def _audit_row(tenant: Tenant) -> AuditEvent:
     return AuditEvent.objects.create(tenant=tenant, actor_label="test", action="test.row")
+
+
+def _invitation_row(tenant: Tenant) -> Invitation:
+    from django.utils import timezone
+
+    return Invitation.objects.create(
+        tenant=tenant,
+        email=f"{uuid.uuid4().hex[:8]}@example.com",
+        role=Role.MEMBER,
+        token_hash=uuid.uuid4().hex,
+        sent_at=timezone.now(),
+        expires_at=timezone.now(),
+    )
 
 
 def _tenant_row(tenant: Tenant) -> Tenant:
@@ -295,6 +308,7 @@ TENANT_OWNED_ROWS = {
     Membership: _membership_row,
     ApiKey: _api_key_row,
     AuditEvent: _audit_row,
+    Invitation: _invitation_row,
     **{
         model: factory
         for model, factory in [

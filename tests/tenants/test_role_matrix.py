@@ -77,7 +77,8 @@ WEB_ACTS = [
     # (method, url template, data, status for admin)
     ("post", "/admin/api-keys/", {"name": "k", "scopes": ["read"]}, 200),
     ("post", "/admin/api-keys/{key}/revoke/", {}, 200),
-    ("post", "/admin/members/{membership}/role/", {"role": "manager"}, 200),
+    # Without htmx the role form answers with a redirect back to the page.
+    ("post", "/admin/members/{membership}/role/", {"role": "manager"}, 302),
 ]
 API_ACTS = [
     ("post", "/api/v1/api-keys", {"name": "k", "scopes": ["read"]}, 201),
