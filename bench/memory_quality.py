@@ -143,9 +143,14 @@ class InProcess:
             )
 
     def subject(self, name: str):
+        """A member of the bench tenant (the API finds only members' memories)."""
         from django.contrib.auth import get_user_model
 
-        return get_user_model().objects.create(username=f"{name}-{self.tenant.slug}"[:150])
+        from tenants.services import membership_add
+
+        person = get_user_model().objects.create(username=f"{name}-{self.tenant.slug}"[:150])
+        membership_add(tenant=self.tenant, user=person, role="member", actor_label="bench")
+        return person
 
     def store(self, subject, turns: list[Turn]) -> dict[str, str]:
         from memory import services
@@ -217,7 +222,7 @@ def wait_embedded(tenant, timeout: float = 600) -> float:
 
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        indexing.backfill()
+        indexing.backfill(grace=dt.timedelta(0))
         with tenant_scope(tenant.pk):
             missing = (
                 MemoryFact.objects.for_tenant(tenant.pk)
@@ -237,8 +242,11 @@ def cleanup(tenant) -> str:
     from memory.models import MemoryFact
     from tenants.scope import tenant_scope
 
+    from tenants.models import Membership
+
     with tenant_scope(tenant.pk):
         facts, _ = MemoryFact.objects.for_tenant(tenant.pk).delete()
+        Membership.objects.for_tenant(tenant.pk).delete()
     people, _ = get_user_model().objects.filter(username__endswith=f"-{tenant.slug}").delete()
     return f"deleted {facts} facts and {people} rows of the bench's people"
 

@@ -32,6 +32,13 @@ floor, insert cost, ranking quality, embedding throughput, and a TTL purge under
    service's own) to its vector being in the table, seen by a side connection polling every
    10 ms. Reports lag p50/p95/max, the writes' own latency during the burst, and facts per
    model call (from the workers' task results). Target: lag p95 <= 2 s.
+9. **The search API** (`--sections search`): one person with `--search-facts` facts (the
+   LoCoMo dev turns, then synthetic sentences), written through `POST …/facts:batch` on a
+   real uvicorn server and embedded; then every LoCoMo question once through
+   `GET …/search?q=&limit=10` (embedding included: the web process embeds each new question),
+   the same questions again (answered from the process's query-vector cache), and the SQL
+   alone (`memory.retrieval.search` in this process with the vector computed beforehand).
+   Target: the API's p95 <= 30 ms for new questions.
 8. **Near-duplicate false merges** (`--sections dedupe`): every turn of the LoCoMo dev split
    (`--dev-data`) is a distinct fact, so any merge among one conversation's turns is a false
    one. Counts them for the write-time word similarity (`memory.duplicates`) and for the
@@ -74,7 +81,8 @@ from bench._common import (  # noqa: E402
 
 RATIO_TARGET = 1.3
 LAG_TARGET_S = 2.0
-SECTIONS = ("retrieval", "lag", "dedupe")
+SECTIONS = ("retrieval", "lag", "dedupe", "search")
+SEARCH_TARGET_P95_MS = 30.0
 DIMS = 384
 WORDS = [
     "email",
@@ -817,6 +825,7 @@ def main() -> int:
     parser.add_argument("--inserts", type=int, default=200)
     parser.add_argument("--expired", type=int, default=100_000)
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--search-facts", type=int, default=1000)
     parser.add_argument("--lag-facts", type=int, default=1000)
     parser.add_argument("--lag-rate", type=float, default=100.0, help="facts/s, all writers")
     parser.add_argument("--lag-writers", type=int, default=4)
@@ -847,6 +856,12 @@ def main() -> int:
             print_lag(lag)
             result["embedding_lag"] = {**lag, "target_p95_ms": LAG_TARGET_S * 1000}
             ok = ok and lag["lag_p95_ms"] <= LAG_TARGET_S * 1000 and not lag["not_embedded_in_60s"]
+        if "search" in sections:
+            found = search_api(args)
+            print()
+            print_search(found)
+            result["search_api"] = found
+            ok = ok and found["api_new_p95_ms"] <= SEARCH_TARGET_P95_MS
         if "dedupe" in sections:
             from django.conf import settings
 
@@ -977,6 +992,95 @@ def retrieval(args, server: dict, result: dict) -> bool:
         }
     )
     return per_user["ratio_p50"] <= RATIO_TARGET and tenant_wide["ratio_p50"] <= RATIO_TARGET
+
+
+def search_api(args) -> dict:
+    """Section 9: the search API's latency for a person with --search-facts facts."""
+    import datetime as dt
+
+    import httpx
+
+    from bench import _common as common
+    from bench.memory_quality import CATEGORY, InProcess, cleanup, load
+    from memory import indexing, query_vectors, retrieval
+    from tenants.scope import tenant_scope
+
+    conversations = load(Path(args.dev_data))
+    turns = [t for c in conversations for t in c.turns]
+    questions = [q.text for c in conversations for q in c.questions]
+    rng = random.Random(7)
+    texts = [t.text for t in turns][: args.search_facts]
+    while len(texts) < args.search_facts:
+        texts.append(" ".join(rng.choice(WORDS) for _ in range(8)) + f" {len(texts)}")
+    tenant = common.bench_tenant("search")
+    product = InProcess(tenant)  # the category's policy, without the default cap
+    person = product.subject("search")
+    try:
+        with common.asgi_server("search") as url:
+            key = common.api_key_for(tenant)
+            http = httpx.Client(
+                base_url=url + "/api/v1", headers={"Authorization": f"Bearer {key}"}, timeout=60
+            )
+            for start in range(0, len(texts), 500):
+                chunk = [{"category": CATEGORY, "text": t} for t in texts[start : start + 500]]
+                http.post(
+                    f"/memory/subjects/{person.pk}/facts:batch", json={"facts": chunk}
+                ).raise_for_status()
+            while indexing.backfill(grace=dt.timedelta(0)):
+                pass
+            http.get(f"/memory/subjects/{person.pk}/search", params={"q": "warm up"})
+
+            def ask(question: str) -> float:
+                t0 = time.perf_counter()
+                http.get(
+                    f"/memory/subjects/{person.pk}/search", params={"q": question, "limit": 10}
+                ).raise_for_status()
+                return (time.perf_counter() - t0) * 1000
+
+            new = [ask(q) for q in questions]
+            cached = [ask(q) for q in questions]
+        sql_ms = []
+        for question in questions:
+            vector, model = query_vectors.vector_for(question)
+            with tenant_scope(tenant.pk):
+                t0 = time.perf_counter()
+                retrieval.search(
+                    tenant_id=tenant.pk,
+                    subject_id=person.pk,
+                    query=question,
+                    vector=vector,
+                    model=model,
+                    limit=10,
+                )
+                sql_ms.append((time.perf_counter() - t0) * 1000)
+    finally:
+        cleanup(tenant)
+    return {
+        "facts": len(texts),
+        "questions": len(questions),
+        "api_new_p50_ms": median(new),
+        "api_new_p95_ms": p95(new),
+        "api_cached_p50_ms": median(cached),
+        "api_cached_p95_ms": p95(cached),
+        "sql_p50_ms": median(sql_ms),
+        "sql_p95_ms": p95(sql_ms),
+    }
+
+
+def print_search(found: dict) -> None:
+    print(
+        f"search API: one person with {found['facts']:,} facts, {found['questions']} questions "
+        f"(limit 10), over HTTP to one uvicorn process"
+    )
+    print(f"{'measure':<52}{'p50 ms':>9}{'p95 ms':>9}")
+    for label, key in (
+        ("API, new questions (query embedded by the web process)", "api_new"),
+        ("API, the same questions again (query vector cached)", "api_cached"),
+        ("SQL alone (retrieval.search, vector given)", "sql"),
+    ):
+        print(f"{label:<52}{found[key + '_p50_ms']:>9.1f}{found[key + '_p95_ms']:>9.1f}")
+    verdict = "met" if found["api_new_p95_ms"] <= SEARCH_TARGET_P95_MS else "MISSED"
+    print(f"target: API p95 <= {SEARCH_TARGET_P95_MS:.0f} ms for new questions: {verdict}")
 
 
 if __name__ == "__main__":
