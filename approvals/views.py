@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from agents.runtime.definitions import agent_currency, run_summary
 from agents.runtime.selectors import packed_contexts, transcript
 from approvals import arguments, selectors
 from approvals.errors import InvalidArguments
@@ -26,6 +27,7 @@ from approvals.forms import DecisionForm, InboxFilterForm, action_choices, edite
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.policies import group_ids_of, refusal
 from approvals.services import approval_decide
+from core import charts
 from core.htmx import is_partial, vary_on_htmx
 from tenants.errors import AppError
 from tenants.models import Scope
@@ -90,7 +92,43 @@ def inbox_list_context(
         "live_filter": urlencode(here),
         "can_approve": principal.can(Scope.APPROVE),
     }
+    if context["pending_view"]:
+        context["age_chart"] = age_chart(principal)
     return context, 200
+
+
+# Short enough for seven buckets side by side on a phone; the table and tooltips say them in full.
+AGE_AXIS = {
+    "5m": "<5m",
+    "30m": "5–30m",
+    "2h": "30m–2h",
+    "8h": "2–8h",
+    "1d": "8–24h",
+    "3d": "1–3d",
+    "old": ">3d",
+}
+AGE_SERIES = [charts.Series("ontime", "Within their deadline"), charts.Series("late", "Past it")]
+
+
+def age_chart(principal: Principal) -> Any:
+    """The pending requests by how long they have waited, split by their deadline."""
+    ages = selectors.pending_by_age(principal, now=timezone.now())
+    points = [
+        charts.Point(AGE_AXIS.get(key, label), label, {"ontime": ok, "late": late})
+        for key, label, ok, late in ages
+    ]
+    waiting = sum(ok + late for _, _, ok, late in ages)
+    oldest = next((label for _, label, ok, late in reversed(ages) if ok + late), "")
+    late = sum(late for _, _, _, late in ages)
+    return charts.bar_chart(
+        id="approvals-by-age",
+        title="Pending requests by how long they have waited",
+        description=f"{waiting} pending, {late} past their deadline; the oldest waited {oldest}.",
+        series=AGE_SERIES,
+        points=points,
+        empty="No request is waiting: nothing to chart.",
+        axis="Waiting",
+    )
 
 
 def _dress_rows(principal: Principal, rows: list[ApprovalRequest]) -> None:
@@ -103,6 +141,26 @@ def _dress_rows(principal: Principal, rows: list[ApprovalRequest]) -> None:
             refusal(principal, row, groups) if row.is_pending else None
         )
         row.who_decides = who_decides(row)  # type: ignore[attr-defined]
+        row.customer = customer_of(row)  # type: ignore[attr-defined]
+        row.currency = currency_of(row)  # type: ignore[attr-defined]
+        row.run_summary = run_summary(row.run.agent, row.run.input, row.run.output)  # type: ignore[attr-defined]
+
+
+def customer_of(approval: ApprovalRequest) -> str:
+    """Whom the request is about: its arguments' customer, else the run's."""
+    for source in (approval.arguments, approval.run.input):
+        if isinstance(source, dict) and source.get("customer"):
+            return str(source["customer"])[:200]
+    return ""
+
+
+def currency_of(approval: ApprovalRequest) -> str:
+    """The currency of the request's amount: its arguments' (an ISO 4217 code), else the one
+    its agent declares, else "" (the page then says none is known)."""
+    named = approval.arguments.get("currency") if isinstance(approval.arguments, dict) else None
+    if isinstance(named, str) and len(named) == 3 and named.isalpha():
+        return named.upper()
+    return agent_currency(approval.run.agent)
 
 
 def who_decides(approval: ApprovalRequest) -> str:

@@ -240,9 +240,8 @@ def cleanup(tenant) -> str:
     from django.contrib.auth import get_user_model
 
     from memory.models import MemoryFact
-    from tenants.scope import tenant_scope
-
     from tenants.models import Membership
+    from tenants.scope import tenant_scope
 
     with tenant_scope(tenant.pk):
         facts, _ = MemoryFact.objects.for_tenant(tenant.pk).delete()

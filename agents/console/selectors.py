@@ -57,6 +57,7 @@ def runs_page(
     found = stuck.reasons_in_python(page.rows, now)
     for run in page.rows:
         run.stuck_reasons = found[run.pk]  # type: ignore[attr-defined]
+    pages.dress_runs(page.rows, now)
     return RunsPage(page.rows, cursor)
 
 

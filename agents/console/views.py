@@ -35,6 +35,8 @@ from agents.console.forms import (
 from agents.runtime import services
 from agents.runtime.errors import RunChanged
 from agents.runtime.models import Run
+from agents.web import trends
+from core import charts
 from core.htmx import is_partial, vary_on_htmx
 from tenants.errors import AppError
 from tenants.models import Scope
@@ -99,6 +101,18 @@ def run_summary(request: HttpRequest) -> HttpResponse:
         "stuck_counts": selectors.stuck_counts(principal, timezone.now()),
     }
     return render(request, f"{RUNS}#console-summary", context)
+
+
+@require_GET
+@require_scope(Scope.ADMIN)
+def run_charts(request: HttpRequest) -> HttpResponse:
+    """Runs over time by status and step latency over time, which the list page loads after
+    itself (like the counts); without htmx, the console page for the same period."""
+    period = charts.period_named(request.GET.get("period"))
+    if not is_partial(request):
+        return redirect(reverse("console:console_runs") + f"?period={period.key}")
+    context = {"charts": trends.runs_charts(request.principal, period.key)}  # type: ignore[attr-defined]
+    return vary_on_htmx(render(request, f"{RUNS}#console-charts", context))
 
 
 def _table(principal: Principal, filters: ConsoleFilterForm) -> tuple[dict[str, Any], int]:

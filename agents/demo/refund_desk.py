@@ -10,6 +10,7 @@ reply). Offline, the scripted model (agents/runtime/llm.py, DEMO_SCRIPT) plays t
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 from decimal import Decimal, InvalidOperation
@@ -17,6 +18,7 @@ from decimal import Decimal, InvalidOperation
 from django.conf import settings
 
 from agents.demo.payments import auth_header
+from agents.runtime.definitions import RunSummary
 from agents.runtime.errors import ToolFailed, ToolUnavailable
 from agents.runtime.tool_agents import ToolAgent
 from agents.runtime.tools import tool
@@ -101,6 +103,46 @@ def _needs_a_manager(tool: str, arguments: dict) -> bool:
     return amount > Decimal(str(settings.DEMO_REFUND_APPROVAL_THRESHOLD))
 
 
+_AMOUNT = re.compile(r"\$\s?(\d[\d,]*(?:\.\d{1,2})?)|(\d[\d,]*\.\d{2})")
+_ORDER = re.compile(r"\b([A-Z]-\d{3,})\b")
+_PAID = re.compile(r"(\d+\.\d{2}) refunded|[Rr]efunded (\d+\.\d{2})")
+# How the desk's answers end, first match wins (the scripted model's words, and a real
+# model's likely ones).
+_OUTCOMES = [
+    (re.compile(r"turn_limit"), "gave up (turn limit)"),
+    (re.compile(r"\bmanager\b.*\bdeclined\b", re.I | re.S), "declined by a manager"),
+    (re.compile(r"\bdeclined\b|\brefused\b", re.I), "declined"),
+    (re.compile(r"doesn't match|does not match|can't refund|cannot refund", re.I), "not refunded"),
+    (re.compile(r"\brefunded\b|^done\b", re.I), "refunded"),
+]
+
+
+def summarize_refund(run_input: dict, output: object) -> RunSummary:
+    """ "Refund 40.00 for A-1002 → refunded": the amount and order the customer asked about,
+    and how the desk's answer ended (empty while the run has none)."""
+    message = str(run_input.get("message") or "")
+    amount = _AMOUNT.search(message)
+    order = _ORDER.search(message)
+    if amount is None:
+        what = message or f"Question from {run_input.get('customer') or 'a customer'}"
+        return RunSummary(what, _refund_outcome(output, None))
+    asked = Decimal((amount.group(1) or amount.group(2)).replace(",", "")).quantize(Decimal("0.01"))
+    what = f"Refund {asked} for {order.group(1) if order else 'an order'}"
+    return RunSummary(what, _refund_outcome(output, asked))
+
+
+def _refund_outcome(output: object, asked: Decimal | None) -> str:
+    if not isinstance(output, dict):
+        return ""
+    answer = " ".join(str(output.get(key) or "") for key in ("reason", "answer")).strip()
+    outcome = next((label for pattern, label in _OUTCOMES if pattern.search(answer)), "answered")
+    paid = _PAID.search(answer)
+    value = (paid.group(1) or paid.group(2)) if paid else None
+    if outcome == "refunded" and value and asked is not None and Decimal(value) != asked:
+        return f"refunded {value}"  # a manager approved another amount
+    return outcome
+
+
 INSTRUCTIONS = (
     "You are the refund desk. Look up the customer's billing history with billing_history "
     "before deciding. Refund with issue_refund only an order and an amount the history shows "
@@ -126,4 +168,11 @@ refund_desk = ToolAgent(
     # Recalled for every model call, so the confirmation goes where the customer asked even
     # when this request does not mention it.
     memory_query="How does the customer prefer to be contacted?",
+    summary=summarize_refund,
+    currency="USD",
 ).register()
+# What the chat says while a step calls each tool (agents/web/chat_pages.progress_words).
+refund_desk.progress_words = {
+    "billing_history": "checking your billing",
+    "issue_refund": "issuing the refund",
+}

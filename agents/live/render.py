@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from django.utils.html import escape
 from agents.live.access import Refused
 from agents.runtime import selectors
 from agents.runtime.models import FINISHED, Run, RunEventLog
-from agents.web import pages
+from agents.web import chat_pages, pages, waterfall
 from agents.web.forms import RunFilterForm
 from approvals.models import ApprovalRequest, ApprovalStatus
 from tenants.principal import Principal
@@ -156,12 +157,15 @@ def _run_batch(view: RunView, run: Run, events: list[RunEventLog]) -> str:
                 sections.add("run-io")  # the output, or the error
             else:
                 ops.upsert("timeline", f"step-{n + 1}")
+            if data.get("status") != "running":
+                sections.add("run-waterfall")  # the run stopped or waits: a new span begins
         elif event.kind == "run.lost" and n:
             # the lost attempt, and the "recovering" note, on the step it interrupted
             ops.upsert("timeline", f"step-{n}")
+            sections.add("run-waterfall")
         elif event.kind == "run.status" or event.kind.startswith("approval."):
             ops.upsert("timeline", f"step-{current}")
-            sections.update({"run-io", "run-approvals"})
+            sections.update({"run-io", "run-approvals", "run-waterfall"})
         elif event.kind == "message.appended" and data.get("message_seq"):
             ops.upsert("transcript", f"msg-{data['message_seq']}")
     for element_id in ops.items:
@@ -225,14 +229,17 @@ def _sections(run: Run, names: set[str], context: dict[str, Any]) -> list[str]:
     if "run-ledger" in names:
         calls = pages.tool_calls(run)
         parts.append(render_to_string(f"{RUN}#run-ledger", {**context, "tool_calls": calls}))
+    approvals = pages.approvals(run) if names & {"run-approvals", "run-waterfall"} else []
     if "run-approvals" in names:
-        approvals = pages.approvals(run)
         audit = pages.audit_trail(run, approvals)
         parts.append(
             render_to_string(
                 f"{RUN}#run-approvals", {**context, "approvals": approvals, "audit": audit}
             )
         )
+    if "run-waterfall" in names:
+        chart = waterfall.run_waterfall(run, pages.steps(run), approvals, context["now"])
+        parts.append(render_to_string(f"{RUN}#run-waterfall", {**context, "waterfall": chart}))
     return parts
 
 
@@ -282,6 +289,7 @@ def runs_update(view: RunsView, event: dict[str, Any]) -> list[str]:
         fits = event.get("kind") == "run.queued" and pages.run_matches(found, view.form())
         if run_id in view.shown or fits:
             view.shown.add(run_id)
+            pages.dress_runs([found])
             row = render_to_string(f"{RUNS}#run-row", {"run": found})
             messages.append(f'<tbody hx-swap-oob="afterbegin:#runs-tbody">{row}</tbody>')
         counts = pages.status_counts(view.principal)
@@ -340,3 +348,32 @@ def approvals_badge(
 
 
 register_feed("approvals", approvals_badge)
+
+
+# --- the chat (agents/web/chat.py) ----------------------------------------------------------------
+
+CHAT = "agents/chat.html"
+
+
+def chat_feed(principal: Principal, event: dict[str, Any] | None, page: str | None) -> list[str]:
+    """The reply to one turn of a conversation (`page`: "run=<uuid>", the run the chat
+    follows): what the run is doing in plain words, its answer, the facts it remembered. The
+    model's words as they stream come with the page's run subscription (`run_activity`)."""
+    run_id = _chat_run(page)
+    if run_id is None or (event is not None and str(event.get("run_id")) != run_id):
+        return []  # another run (of this tenant): nothing for this page
+    with _scoped(principal):
+        try:
+            run = _visible_run(principal, run_id)
+        except Refused:
+            return []  # another member's run: not even that something happened
+        context = chat_pages.reply_context(principal, run)
+        html = render_to_string(f"{CHAT}#chat-reply", {**context, "follow": run})
+    return [html]
+
+
+def _chat_run(page: str | None) -> str | None:
+    try:
+        return str(uuid.UUID(QueryDict(page or "").get("run", "")))
+    except ValueError:
+        return None

@@ -16,6 +16,8 @@ side effect goes through `ctx.tools`, whose ledger makes a replay return the fir
 from __future__ import annotations
 
 import datetime as dt
+import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -27,6 +29,12 @@ if TYPE_CHECKING:
 
 StepFunction = Callable[["StepContext"], "Transition"]
 StateMigration = Callable[[dict], dict]
+# summary(run input, run output or None) -> a RunSummary, or a str (what the run was about).
+SummaryFunction = Callable[[dict[str, Any], Any], "RunSummary | str"]
+
+log = logging.getLogger(__name__)
+SUMMARY_WHAT_CHARS = 90
+SUMMARY_OUTCOME_CHARS = 60
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,52 @@ class RetryPolicy:
     max_delay: float = 60.0
 
 
+@dataclass(frozen=True)
+class RunSummary:
+    """One line about a run for the lists: what it was asked to do and how that ended
+    ("Refund 40.00 for A-1002" → "refunded"); `outcome` is empty while it has none."""
+
+    what: str
+    outcome: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.what} → {self.outcome}" if self.outcome else self.what
+
+
+def generic_summary(run_input: Any, output: Any) -> RunSummary:
+    """The first line of the input's message (or the input itself) and the output's outcome."""
+    data = run_input if isinstance(run_input, dict) else {}
+    message = data.get("message")
+    if isinstance(message, str) and message.strip():
+        what = message
+    elif data:
+        what = json.dumps(data, ensure_ascii=False, sort_keys=True, default=str)
+    else:
+        what = "(no input)"
+    return RunSummary(
+        _line(what, SUMMARY_WHAT_CHARS), _line(_outcome(output), SUMMARY_OUTCOME_CHARS)
+    )
+
+
+def _outcome(output: Any) -> str:
+    if output is None:
+        return ""
+    if not isinstance(output, dict):
+        return str(output) if isinstance(output, str | int | float | bool) else ""
+    for key in ("outcome", "status", "result", "reason", "answer"):
+        value = output.get(key)
+        if isinstance(value, str | int | float) and not isinstance(value, bool) and value != "":
+            return str(value)
+    return ""
+
+
+def _line(text: str, limit: int) -> str:
+    """The first non-empty line of `text`, whitespace collapsed, cut at `limit` characters."""
+    first = next((line for line in str(text).splitlines() if line.strip()), "")
+    first = " ".join(first.split())
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
 @dataclass
 class Agent:
     name: str
@@ -112,6 +166,13 @@ class Agent:
     startable: bool = True
     # Optional JSON Schema of the run state; the admin console validates edited state with it.
     state_schema: dict[str, Any] | None = None
+    # The one line the runs lists show about a run, from its input and output (None before it
+    # finishes); without it, or when it fails, the first line of input["message"] and the
+    # output's outcome (see `summarize`).
+    summary: SummaryFunction | None = None
+    # The currency of the amounts its approval requests name (ISO 4217, e.g. "USD"), when the
+    # arguments do not say.
+    currency: str = ""
     steps: dict[str, StepFunction] = field(default_factory=dict)
 
     def step(self, fn: StepFunction) -> StepFunction:
@@ -124,6 +185,25 @@ class Agent:
             return self.steps[name]
         except KeyError:
             raise UnknownStep(f"Agent {self.name!r} has no step {name!r}.") from None
+
+    def summarize(self, run_input: Any, output: Any) -> RunSummary:
+        """The run's one line: the agent's `summary`, or the generic one when it has none, or
+        it raises or answers nothing usable (a list page never breaks on one agent's code)."""
+        fallback = generic_summary(run_input, output)
+        if self.summary is None:
+            return fallback
+        try:
+            found = self.summary(run_input if isinstance(run_input, dict) else {}, output)
+            if isinstance(found, str):
+                found = RunSummary(found, fallback.outcome)
+            if isinstance(found, RunSummary) and str(found.what).strip():
+                return RunSummary(
+                    _line(str(found.what), SUMMARY_WHAT_CHARS),
+                    _line(str(found.outcome or ""), SUMMARY_OUTCOME_CHARS),
+                )
+        except Exception:
+            log.warning("the summary of agent %r failed", self.name, exc_info=True)
+        return fallback
 
     def retry_for(self, step: str) -> RetryPolicy:
         return self.step_retries.get(step, self.retry)
@@ -162,6 +242,24 @@ def get_agent(name: str) -> Agent:
 def all_agents() -> list[Agent]:
     _load_builtin_agents()
     return sorted(_REGISTRY.values(), key=lambda a: a.name)
+
+
+def run_summary(agent: str, run_input: Any, output: Any) -> RunSummary:
+    """The one line the lists show about a run of `agent`: its summary, or the generic one
+    (for an agent this process does not know, too). Never raises."""
+    try:
+        found = get_agent(agent)
+    except UnknownAgent:
+        return generic_summary(run_input, output)
+    return found.summarize(run_input, output)
+
+
+def agent_currency(name: str) -> str:
+    """The currency the agent's amounts are in, as it declares it ("" if it does not)."""
+    try:
+        return get_agent(name).currency
+    except UnknownAgent:
+        return ""
 
 
 def _load_builtin_agents() -> None:

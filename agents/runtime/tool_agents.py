@@ -28,7 +28,7 @@ Options beyond the loop: `input_context` (run-input keys the model gets as data,
 message after the instructions), `extract_memory` (on the first model turn, what the user says
 about themselves is remembered through `ctx.memory.extract`), `memory_query` (what else to
 recall memories about, besides the request), `approval_when` (a rule per call, e.g. refunds
-above an amount).
+above an amount), `summary` (the runs lists' one line about a run) and `currency`.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from agents.runtime import extensions
 from agents.runtime.definitions import (
     Agent,
     RetryPolicy,
+    SummaryFunction,
     Transition,
     finish,
     goto,
@@ -89,6 +90,9 @@ class ToolAgent:
     # The chat model; None: the one the settings choose (LLM_PROVIDER).
     model: Callable[[], ChatModel] | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # The runs lists' one line about a run (Agent.summary), and the currency of its amounts.
+    summary: SummaryFunction | None = None
+    currency: str = ""
 
     def build(self) -> Agent:
         """The engine's Agent running this loop (two steps: model, tools)."""
@@ -98,6 +102,8 @@ class ToolAgent:
             first="model",
             description=self.description or self.instructions[:200],
             retry=self.retry,
+            summary=self.summary,
+            currency=self.currency,
         )
         agent.steps["model"] = self._model_step
         agent.steps["tools"] = self._tools_step

@@ -1,4 +1,4 @@
-"""Forms of the console's run pages: start a run, filter the list, decide an approval."""
+"""Forms of the console's run pages: start a run, filter the list, decide an approval, chat."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from django import forms
 
 from agents.runtime.definitions import all_agents
 from agents.runtime.models import RunStatus
+from tenants.principal import Principal
 
 DEFAULT_MESSAGE = "Please refund $400 for order A-1001, I was charged twice"
 MESSAGE_MAX = 2000
@@ -26,11 +27,17 @@ class StartRunForm(forms.Form):
         max_length=MESSAGE_MAX, initial=DEFAULT_MESSAGE, widget=forms.Textarea
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, principal: Principal | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Read at each request: agents register when their module is imported.
         self.fields["agent"].choices = _agent_choices(startable_only=True)
         self.fields["agent"].error_messages["invalid_choice"] = "There is no agent with that name."
+        if principal is not None and principal.sees_only_own:
+            # An end user asks for themselves: whatever a member posts as the customer, the
+            # run's customer is the signed-in person (a disabled field keeps its initial).
+            customer = self.fields["customer"]
+            customer.initial = customer_for(principal)
+            customer.disabled = True
 
     def run_input(self) -> dict[str, str]:
         return {
@@ -78,3 +85,50 @@ class DecisionForm(forms.Form):
     @property
     def approve(self) -> bool:
         return self.cleaned_data["decision"] == "approve"
+
+
+# --- the chat (agents/web/chat.py) ----------------------------------------------------------------
+
+
+def customer_for(principal: Principal) -> str:
+    """Who a signed-in person's runs are for: their username (the demo's billing key)."""
+    return principal.user.get_username() if principal.user is not None else ""
+
+
+def agent_label(name: str) -> str:
+    """An agent's name in plain words: refund_desk -> Refund desk."""
+    return name.replace("_", " ").replace("-", " ").strip().capitalize()
+
+
+class ChatMessageForm(forms.Form):
+    """One message of a conversation; the customer is always the signed-in person."""
+
+    message = forms.CharField(
+        max_length=MESSAGE_MAX,
+        widget=forms.Textarea,
+        error_messages={
+            "required": "Write a message first.",
+            "max_length": "A message has at most %(limit_value)d characters "
+            "(this one has %(show_value)d).",
+        },
+    )
+
+
+class ChatStartForm(ChatMessageForm):
+    """A new conversation: which of the tenant's agents, and the first message."""
+
+    agent = forms.ChoiceField(choices=())
+
+    field_order = ["agent", "message"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].choices = [
+            (a.name, agent_label(a.name)) for a in all_agents() if a.startable
+        ]
+        self.fields["agent"].error_messages.update(
+            {
+                "required": "Choose an agent to talk to.",
+                "invalid_choice": "There is no agent with that name.",
+            }
+        )

@@ -17,9 +17,10 @@ from django.utils import timezone
 
 from agents.conversations import selectors as conversation_selectors
 from agents.runtime import selectors
-from agents.runtime.definitions import get_agent
+from agents.runtime.definitions import get_agent, run_summary
 from agents.runtime.errors import AppError
 from agents.runtime.models import (
+    WAITING,
     AttemptOutcome,
     Checkpoint,
     Message,
@@ -29,6 +30,7 @@ from agents.runtime.models import (
     StepAttempt,
     ToolCall,
 )
+from agents.web import waterfall
 from agents.web.forms import RunFilterForm, make_cursor
 from approvals.models import ApprovalRequest
 from core.paging import NEWEST_FIRST, paginate
@@ -252,10 +254,13 @@ def run_context(
     """Everything the run page shows. `run` is read before the rest, so what the page shows
     is at least as new as `run.event_seq`, the number the live updates continue from."""
     run_approvals = approvals(run, approval_errors)
+    timeline = steps(run)
+    now = timezone.now()
     return {
         **summary_context(run),
         **io_context(run),
-        "steps": steps(run),
+        "steps": timeline,
+        "waterfall": waterfall.run_waterfall(run, timeline, run_approvals, now),
         "tool_calls": tool_calls(run),
         "approvals": run_approvals,
         "audit": audit_trail(run, run_approvals),
@@ -263,7 +268,7 @@ def run_context(
         "state": latest_state(run),
         "events": events(run),
         "cancel_error": cancel_error,
-        "now": timezone.now(),
+        "now": now,
     }
 
 
@@ -288,6 +293,7 @@ def runs_table(principal: Principal, filters: RunFilterForm) -> tuple[dict[str, 
         cursor = make_cursor(page.last.created_at, page.last.pk)
         older = "?" + urlencode({**keep, "before": cursor})
     live = {**keep, "before": filters.data.get("before", "")} if data["before"] else keep
+    dress_runs(page.rows)
     return {
         "filters": filters,
         "runs": page.rows,
@@ -296,6 +302,38 @@ def runs_table(principal: Principal, filters: RunFilterForm) -> tuple[dict[str, 
         "only_own": principal.sees_only_own,
         "live_filter": urlencode(live),
     }, 200
+
+
+def dress_runs(runs: list[Run], now: dt.datetime | None = None) -> list[Run]:
+    """What a row of the runs lists shows beyond the run's fields: its summary (`what`, and
+    `outcome`: how it ended, or its error's code), how long it took (`took_s`: started to
+    finished) or what it has been doing (`going`) since when (`going_since`, `going_s`), and
+    `retried` (more than one attempt at its current step)."""
+    now = now or timezone.now()
+    for run in runs:
+        line = run_summary(run.agent, run.input, run.output)
+        error = run.error.get("code") if isinstance(run.error, dict) else None
+        run.what = line.what  # type: ignore[attr-defined]
+        run.outcome = line.outcome or (  # type: ignore[attr-defined]
+            f"error: {error}" if error and run.status == RunStatus.FAILED else ""
+        )
+        run.took_s = _took_s(run)  # type: ignore[attr-defined]
+        since = None if run.is_finished else run.started_at or run.created_at
+        run.going_since = since  # type: ignore[attr-defined]
+        run.going_s = (now - since).total_seconds() if since else None  # type: ignore[attr-defined]
+        run.going = (  # type: ignore[attr-defined]
+            "waiting" if run.status in WAITING else "running" if run.started_at else "queued"
+        )
+        run.retried = run.attempts > 1  # type: ignore[attr-defined]
+    return runs
+
+
+def _took_s(run: Run) -> float | None:
+    """Started to finished, for a finished run that started (a run cancelled in the queue
+    took nothing)."""
+    if not run.is_finished or run.started_at is None or run.finished_at is None:
+        return None
+    return (run.finished_at - run.started_at).total_seconds()
 
 
 def run_matches(run: Run, filters: RunFilterForm) -> bool:

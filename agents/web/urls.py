@@ -1,14 +1,15 @@
-"""Console pages of the agents app (runs list, run page, starting a run, agent registry)."""
+"""Console pages of the agents app (runs, conversations and their chat, agent registry)."""
 
 from django.urls import path
 
-from agents.web import views
+from agents.web import chat, trends, views
 
 app_name = "agents"
 
 urlpatterns = [
     path("runs/", views.run_list, name="runs"),
     path("runs/start/", views.run_start, name="run_start"),
+    path("runs/charts/", trends.runs_charts_view, name="runs_charts"),
     path("runs/<uuid:run_id>/", views.run_detail, name="run_detail"),
     path("runs/<uuid:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path(
@@ -18,6 +19,7 @@ urlpatterns = [
     ),
     path("runs/<uuid:run_id>/context/", views.run_context, name="run_context"),
     path("conversations/", views.conversation_list, name="conversations"),
+    path("conversations/new/", chat.chat_start, name="chat_start"),
     path(
         "conversations/<uuid:session_id>/",
         views.conversation_detail,
@@ -27,6 +29,11 @@ urlpatterns = [
         "conversations/<uuid:session_id>/fork/",
         views.conversation_fork,
         name="conversation_fork",
+    ),
+    path(
+        "conversations/<uuid:session_id>/messages/",
+        chat.chat_reply,
+        name="chat_reply",
     ),
     path("agents/", views.agent_list, name="agents"),
 ]

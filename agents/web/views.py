@@ -15,7 +15,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from agents.runtime import selectors, services
 from agents.runtime.definitions import all_agents
 from agents.runtime.models import Run
-from agents.web import pages
+from agents.web import chat, pages
 from agents.web.forms import DecisionForm, RunFilterForm, StartRunForm
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
@@ -56,7 +56,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 @require_scope(Scope.WRITE)
 def run_start(request: HttpRequest) -> HttpResponse:
     """Start a run from the form; go to its page, or show the form again with errors."""
-    form = StartRunForm(request.POST)
+    form = StartRunForm(request.POST, principal=request.principal)
     run = _start_run(request.principal, form) if form.is_valid() else None
     if run is not None:
         url = reverse("agents:run_detail", args=[run.pk])
@@ -92,7 +92,7 @@ def _runs_page(
 ) -> HttpResponse:
     principal = request.principal
     if start_form is None and principal.can(Scope.WRITE):
-        start_form = StartRunForm()
+        start_form = StartRunForm(principal=principal)
     context = {**table, "counts": pages.status_counts(principal), "start_form": start_form}
     return render(request, RUNS, context, status=status)
 
@@ -198,16 +198,18 @@ def get_session_for_member(request: HttpRequest, session_id: uuid.UUID) -> Any:
 @require_GET
 @require_scope(Scope.READ)
 def conversation_list(request: HttpRequest) -> HttpResponse:
-    """Conversations, newest first, with where each was forked from."""
-    return render(request, "agents/conversations.html", pages.conversation_list(request.principal))
+    """Conversations, newest first, with where each was forked from; writers start a chat."""
+    context = {**pages.conversation_list(request.principal), **chat.start_context(request)}
+    return render(request, "agents/conversations.html", context)
 
 
 @require_GET
 @require_scope(Scope.READ)
 def conversation_detail(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
-    """A conversation's whole thread (inherited messages first), its forks and runs."""
+    """The conversation's chat, then its whole thread (inherited messages first), forks, runs."""
     session = get_session_for_member(request, session_id)
-    return render(request, CONVERSATION, pages.conversation_context(request.principal, session))
+    context = pages.conversation_context(request.principal, session)
+    return render(request, CONVERSATION, {**context, **chat.chat_context(request, session)})
 
 
 @require_POST
@@ -225,6 +227,7 @@ def conversation_fork(request: HttpRequest, session_id: uuid.UUID) -> HttpRespon
         )
     except AppError as exc:
         context = pages.conversation_context(request.principal, session, fork_error=exc.message)
+        context.update(chat.chat_context(request, session))
         return render(request, CONVERSATION, context, status=exc.status)
     url = reverse("agents:conversation_detail", args=[fork.pk])
     if request.htmx:

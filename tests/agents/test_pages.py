@@ -14,11 +14,12 @@ from django.test import Client
 from django.utils import timezone
 
 from agents.runtime.engine.runner import drive
-from agents.runtime.models import AgentSession, Message, Run
+from agents.runtime.models import AgentSession, Checkpoint, Message, Run
 from agents.runtime.services import run_start
 from approvals.models import ApprovalRequest
 from tenants.scope import tenant_scope
 from tests import factories
+from tests.agents.console_helpers import make_run
 
 pytestmark = pytest.mark.django_db
 
@@ -163,7 +164,9 @@ def test_writers_start_a_run_and_land_on_its_page(client_for, enqueued, members,
     [run] = rows(Run, tenant_a)
     assert response["Location"] == f"/runs/{run.pk}/"
     assert (run.agent, run.status, run.created_by) == ("refund_desk", "queued", members[who].user)
-    assert run.input == {"customer": "ada@example.com", "message": DEMO_MESSAGE}
+    # A member asks for themselves whatever the form says (tests/agents/test_chat.py).
+    customer = members[who].user.username if who == "member" else "ada@example.com"
+    assert run.input == {"customer": customer, "message": DEMO_MESSAGE}
     [session] = rows(AgentSession, tenant_a)
     assert run.session_id == session.pk and session.user == members[who].user
     [message] = rows(Message, tenant_a)
@@ -339,6 +342,80 @@ def test_a_bad_filter_or_cursor_is_400_and_lists_nothing(client_for, tenant_a, q
     assert 'role="alert"' in response.content.decode()
 
 
+# --- the list: what each row says -----------------------------------------------------------------
+
+
+def row_of(html: str, run: Run) -> str:
+    start = html.index(f'<tr id="run-row-{run.pk}">')
+    return html[start : html.index("</tr>", start)]
+
+
+def set_fields(run: Run, **fields) -> Run:
+    with tenant_scope(run.tenant_id):
+        Run.objects.for_tenant(run.tenant_id).filter(pk=run.pk).update(**fields)
+        return Run.objects.for_tenant(run.tenant_id).get(pk=run.pk)
+
+
+def test_a_row_says_what_the_run_was_how_it_ended_how_long_it_took_when_and_its_full_id(
+    client_for, start_as
+):
+    run = start_as("admin", agent="refund_desk", message="Please refund $40 for order A-1002")
+    began = timezone.now() - dt.timedelta(minutes=3)
+    set_fields(
+        run,
+        status="succeeded",
+        created_at=began - dt.timedelta(seconds=2),
+        started_at=began,
+        finished_at=began + dt.timedelta(seconds=29),
+        output={"answer": "Done: 40.00 refunded for order A-1002 (refund re_1).", "turns": 3},
+        attempts=1,
+    )
+    row = page_text(client_for("viewer").get("/runs/")).split("<tbody")[1]
+    row = row_of(row, run)
+    assert f'<a href="/runs/{run.pk}/">Refund 40.00 for A-1002</a>' in row  # what, as the link
+    assert '<td class="outcome">refunded</td>' in row
+    assert "29 s" in row  # started → finished
+    assert re.search(r'<time datetime="[^"]+" title="[^"]+">3 min ago</time>', row)
+    assert f'<code id="id-{run.pk}" class="run-id">{run.pk}</code>' in row  # the whole id
+    assert f'data-copy="{run.pk}"' in row and 'aria-describedby="id-' in row
+    assert "attempts" not in row  # one attempt: nothing to say
+
+
+def test_a_row_shows_attempts_only_when_there_were_more_than_one(client_for, start_as):
+    once, retried = start_as("admin"), start_as("admin")
+    set_fields(once, attempts=1)
+    set_fields(retried, attempts=3, status="running", started_at=timezone.now())
+    html = page_text(client_for("admin").get("/runs/"))
+    assert "attempts" not in row_of(html, once)
+    assert "· 3 attempts" in row_of(html, retried)
+
+
+def test_an_unfinished_row_says_how_long_it_has_been_going_and_a_failed_one_its_error(
+    client_for, start_as
+):
+    waiting = start_as("admin")
+    since = timezone.now() - dt.timedelta(minutes=2)
+    set_fields(waiting, status="waiting_approval", started_at=since)
+    failed = start_as("admin")
+    set_fields(failed, status="failed", finished_at=timezone.now(), error={"code": "no_money"})
+    never = start_as("admin")  # cancelled in the queue: it took nothing, and is not "running"
+    set_fields(never, status="cancelled", finished_at=timezone.now())
+    html = page_text(client_for("admin").get("/runs/"))
+    assert '<td class="num took"><span class="muted">—</span></td>' in row_of(html, never)
+    row = row_of(html, waiting)
+    assert 'waiting for</span> <span class="clock" data-since=' in row and "2 min 0" in row
+    assert '<td class="outcome">error: no_money</td>' in row_of(html, failed)
+
+
+def test_the_runs_status_strip_keeps_its_links_but_quiets_statuses_with_no_runs(
+    client_for, start_as
+):
+    start_as("admin")
+    html = page_text(client_for("admin").get("/runs/"))
+    assert '<li><a href="?status=queued">' in html
+    assert '<li class="zero"><a href="?status=failed">' in html
+
+
 # --- the run page ---------------------------------------------------------------------------------
 
 
@@ -489,6 +566,53 @@ def test_an_approval_of_another_run_is_404(client_for, pending, start_as):
     other = start_as("admin")
     url = f"/runs/{other.pk}/approvals/{request.pk}/decide/"
     assert client_for("admin").post(url, {"decision": "approve"}).status_code == 404
+
+
+def test_the_run_page_shows_where_the_time_went_including_the_wait_for_approval(
+    client_for, pending, members
+):
+    run, request = pending
+    with tenant_scope(run.tenant_id):  # the request waited ten minutes for a manager
+        asked = timezone.now() - dt.timedelta(minutes=10, seconds=20)
+        ApprovalRequest.objects.for_tenant(run.tenant_id).filter(pk=request.pk).update(
+            requested_at=asked
+        )
+        Run.objects.for_tenant(run.tenant_id).filter(pk=run.pk).update(
+            created_at=asked - dt.timedelta(seconds=1)
+        )
+        Checkpoint.objects.for_tenant(run.tenant_id).filter(run=run).update(
+            started_at=asked - dt.timedelta(milliseconds=40), created_at=asked
+        )
+    client = client_for("manager")
+    client.post(f"/runs/{run.pk}/approvals/{request.pk}/decide/", {"decision": "approve"})
+    step(run)
+    html = page_text(client.get(f"/runs/{run.pk}/"))
+    section = html[html.index('id="run-waterfall"') :]
+    section = section[: section.index("</section>")]
+    assert "Where the time went" in section
+    assert 'role="img"' in section and "<title" in section and "<desc" in section
+    assert re.search(r"Waiting for approval <strong>10 min [12]\d s</strong>", section)
+    assert 'data-series="approval"' in section and 'data-series="step"' in section
+    assert "approved by " in section  # who decided, in the table and the tooltip
+    assert re.search(r"Step 1 · ask", section) and re.search(r"Step 2 · after", section)
+
+
+def test_a_run_whose_checkpoints_came_from_elsewhere_draws_no_made_up_timings(client_for, tenant_a):
+    run = make_run(tenant_a, status="running", started_at=timezone.now())  # checkpoint, no attempt
+    html = page_text(client_for("admin").get(f"/runs/{run.pk}/"))
+    section = html[html.index('id="run-waterfall"') :]
+    section = section[: section.index("</section>")]
+    assert "no step timings were recorded here" in section
+    assert "<svg" not in section and "time-totals" not in section
+
+
+def test_a_run_that_has_not_started_shows_its_time_in_the_queue(client_for, start_as):
+    run = start_as("admin")
+    html = page_text(client_for("admin").get(f"/runs/{run.pk}/"))
+    section = html[html.index('id="run-waterfall"') :]
+    section = section[: section.index("</section>")]
+    assert "Queued for a worker <strong>" in section  # since it was created
+    assert "No step has run yet" not in section  # the queue is where its time went so far
 
 
 # --- cancelling -----------------------------------------------------------------------------------
