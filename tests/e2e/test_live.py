@@ -76,7 +76,9 @@ def start_worker(console_url: str, delay: str) -> processes.Proc:
 def start_run(page, url: str) -> str:
     page.goto(url + "/runs/")
     page.locator("#id_agent").select_option("refund_desk")
-    page.get_by_label("Customer").fill("ada@example.com")
+    customer = page.get_by_label("Customer")
+    if customer.is_editable():  # a member asks for herself: the field is read-only
+        customer.fill("ada@example.com")
     page.get_by_role("button", name="Start run").click()
     expect(page).to_have_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
     return page.url.rstrip("/").rsplit("/", 1)[1]
