@@ -529,6 +529,9 @@ MEMORY_EMBED_BATCH = env_int("MEMORY_EMBED_BATCH", 64, minimum=1)
 # A web process loads the local model as it starts (so the first search does not wait for it)
 # and embeds queries on one CPU thread (memory/query_vectors.py).
 MEMORY_WARM_QUERY_MODEL = env_bool("MEMORY_WARM_QUERY_MODEL", True)
+# ...and, with onnxruntime installed (the `embeddings` extra), embeds them on onnxruntime from a
+# graph exported once into VAR_DIR/models and checked against torch (memory/onnx_encoder.py).
+MEMORY_ONNX_QUERIES = env_bool("MEMORY_ONNX_QUERIES", True)
 # Ranking (docs/memory.md): share of vector similarity in the fused score (the rest is BM25,
 # each normalized over the person's facts; 0.3 measured best on the LoCoMo dev split), BM25's
 # k1 and b, share of recency (decaying with the half-life), the boost a question about time

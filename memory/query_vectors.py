@@ -1,7 +1,8 @@
 """Query embeddings for search, fast: the model warm before the first question, one CPU thread
 per query, and the last few thousand questions remembered.
 
-A query is a dozen tokens: on one thread the local model embeds it in about 9 ms, steadily;
+A query is a dozen tokens: on one thread the local model embeds it in about 14 ms on torch and
+7 ms on onnxruntime (memory/onnx_encoder.py, used when installed), steadily;
 with torch's default of one thread per core, a busy machine made the same call take up to
 280 ms at p95 (threads waiting for each other). The web process therefore embeds on one
 thread (workers keep torch's default for their batches) and loads the model in the
@@ -37,7 +38,8 @@ def vector_for(query: str) -> tuple[list[float] | None, str]:
         if found is not None:
             _cache.move_to_end(key)
             return found, provider.name
-    vector = provider.embed([text])[0]
+    embed_query = getattr(provider, "embed_query", None)
+    vector = embed_query(text) if embed_query else provider.embed([text])[0]
     with _lock:
         _cache[key] = vector
         if len(_cache) > CACHE_SIZE:
@@ -58,7 +60,9 @@ def prepare_web_process() -> None:
             import torch
 
             torch.set_num_threads(1)
-            provider.embed(["warm up"])
+            if settings.MEMORY_ONNX_QUERIES:
+                provider.prepare_queries(settings.VAR_DIR / "models")
+            provider.embed_query("warm up")
         except Exception:  # noqa: BLE001 - the first search loads it instead
             logger.warning("could not warm the embedding model", exc_info=True)
 

@@ -4,9 +4,11 @@
 WITH hits AS (
     SELECT c.id, u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf,
            length(c.search)::float8 AS dl
-      FROM cand c, unnest(c.search) u
+      FROM cand c,
+           unnest(ts_filter(setweight(c.search, 'A',
+                                      tsvector_to_array(to_tsvector('english', %(query)s))),
+                            '{a}')) u
      WHERE c.search @@ to_tsquery('english', %(tsquery)s)
-       AND u.lexeme = ANY (tsvector_to_array(to_tsvector('english', %(query)s)))
 ), df AS (
     SELECT lexeme, count(*)::float8 AS df FROM hits GROUP BY lexeme
 ), stats AS (

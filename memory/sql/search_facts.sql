@@ -9,8 +9,7 @@
 -- fused   (1 - wv)·text + wv·vector, then weighted by category, recency (when it was learned),
 --         confidence and, for a question about time, when it happened (`occurred_at`).
 WITH cand AS (
-    SELECT f.id, f.category, f.key, f.text, f.valid_from, f.source_kind, f.source_session_id,
-           f.pinned, f.confidence, f.search,
+    SELECT f.id, f.category, f.valid_from, f.pinned, f.confidence, f.search,
            coalesce(f.occurred_at, f.valid_from) AS occurred_at,
            {vscore} AS vscore
       FROM memory_memoryfact f
@@ -26,13 +25,12 @@ WITH cand AS (
            percent_rank() OVER (ORDER BY c.occurred_at) AS age_rank
       FROM cand c LEFT JOIN bm25 b ON b.id = c.id
 ), parts AS (
-    SELECT id, category, key, text, valid_from, occurred_at, source_kind, source_session_id,
-           pinned, vscore, tscore,
+    SELECT id, category, valid_from, occurred_at, pinned, vscore, tscore,
            CASE WHEN tmax > 0 THEN tscore / tmax ELSE 0 END AS p_text,
            CASE WHEN vscore IS NULL THEN NULL
                 WHEN vmax > vmin THEN (vscore - vmin) / (vmax - vmin) ELSE 1 END AS p_vector,
            coalesce((%(weights)s::jsonb ->> category)::float8, 1.0) AS p_category,
-           1 - %(wr)s + %(wr)s * exp(-extract(epoch FROM now() - valid_from) / %(halflife)s)
+           1 - %(wr)s + %(wr)s * exp(-date_part('epoch', now() - valid_from) / %(halflife)s)
                AS p_recency,
            0.7 + 0.3 * confidence AS p_confidence,
            CASE %(when)s
@@ -42,15 +40,21 @@ WITH cand AS (
                                          THEN 1 + %(wt)s ELSE 1 END
                 ELSE 1 END AS p_time
       FROM scored
+), top AS (
+    SELECT id, vscore, tscore,
+           (CASE WHEN p_vector IS NULL THEN p_text
+                 ELSE (1 - %(wv)s) * p_text + %(wv)s * p_vector END)
+           * p_category * p_recency * p_confidence * p_time
+           + CASE WHEN pinned THEN 0.05::float8 ELSE 0 END AS score,
+           occurred_at, p_text, p_vector, p_category, p_recency, p_confidence, p_time
+      FROM parts
+     WHERE {keep}
+     ORDER BY score DESC, occurred_at DESC
+     LIMIT %(limit)s
 )
-SELECT id, category, key, text, valid_from, source_kind, source_session_id, pinned,
-       vscore, tscore,
-       (CASE WHEN p_vector IS NULL THEN p_text
-             ELSE (1 - %(wv)s) * p_text + %(wv)s * p_vector END)
-       * p_category * p_recency * p_confidence * p_time
-       + CASE WHEN pinned THEN 0.05 ELSE 0 END AS score,
-       occurred_at, p_text, p_vector, p_category, p_recency, p_confidence, p_time
-  FROM parts
- WHERE {keep}
- ORDER BY score DESC, occurred_at DESC
- LIMIT %(limit)s
+-- Only the few rows returned carry their text: the ranking above moves narrow rows.
+SELECT t.id, f.category, f.key, f.text, f.valid_from, f.source_kind, f.source_session_id,
+       f.pinned, t.vscore, t.tscore, t.score,
+       t.occurred_at, t.p_text, t.p_vector, t.p_category, t.p_recency, t.p_confidence, t.p_time
+  FROM top t JOIN memory_memoryfact f ON f.id = t.id
+ ORDER BY t.score DESC, t.occurred_at DESC

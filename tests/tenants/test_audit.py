@@ -67,3 +67,33 @@ def test_creating_a_tenant_is_audited(db):
     with tenant_scope(tenant.pk):
         actions = list(AuditEvent.objects.for_tenant(tenant).values_list("action", flat=True))
     assert actions == ["tenant.created"]
+
+
+def _synchronous_commit() -> str:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        return cursor.fetchone()[0]
+
+
+def test_a_read_audit_commits_without_waiting_for_the_disk_only_in_its_own_transaction(
+    transactional_db, tenant_a
+):
+    from tenants.audit import audit_read
+
+    admin = factories.make_member(tenant_a, "admin")
+    principal = factories.principal_for(admin)
+    with tenant_scope(tenant_a.pk), transaction.atomic():
+        assert _synchronous_commit() == "on"
+        event = audit_read(
+            tenant=tenant_a,
+            actor=principal,
+            action="memory.read_by_api_key",
+            target_type="auth.user",
+            target_id="7",
+        )
+        assert _synchronous_commit() == "off"
+    with tenant_scope(tenant_a.pk), transaction.atomic():
+        assert _synchronous_commit() == "on"  # SET LOCAL: the next transaction is durable
+        assert AuditEvent.objects.filter(pk=event.pk, action="memory.read_by_api_key").exists()

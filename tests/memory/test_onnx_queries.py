@@ -1,0 +1,76 @@
+"""Search questions embedded on onnxruntime must land where torch puts them: the stored facts'
+vectors come from torch, so any disagreement would quietly worsen every search."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memory import embeddings, onnx_encoder, query_vectors
+
+pytestmark = pytest.mark.skipif(not onnx_encoder.available(), reason="onnxruntime not installed")
+
+QUESTIONS = [
+    "When did Melanie go to the museum?",
+    "refund",
+    "Welche Farbe hat das Fahrrad? ¿Dónde está la estación? 東京はどこですか",
+    "What did Caroline say about the adoption agency in her message from last summer?",
+    # Past the model's 256-token window: both must cut it at the same place.
+    " ".join(["a very long question about the customer's many orders"] * 60),
+]
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """A provider of its own (not the process-wide one) with the encoder exported once."""
+    provider = embeddings.LocalProvider()
+    assert provider.prepare_queries(tmp_path_factory.mktemp("models"))
+    return provider
+
+
+def test_the_onnx_encoder_gives_the_vectors_torch_gives(prepared):
+    for question in QUESTIONS:
+        fast = np.asarray(prepared.embed_query(question))
+        slow = np.asarray(prepared.embed([question])[0])
+        assert fast.shape == (384,)
+        assert float(np.dot(fast, slow)) >= 0.9999, question
+
+
+def test_the_exported_graph_is_reused_by_the_next_process(prepared, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("models-again")
+    first = embeddings.LocalProvider()
+    assert first.prepare_queries(cache)
+    exported = list(cache.iterdir())
+    assert len(exported) == 1 and exported[0].suffix == ".onnx"
+    mtime = exported[0].stat().st_mtime_ns
+    again = embeddings.LocalProvider()
+    assert again.prepare_queries(cache)
+    assert [p.stat().st_mtime_ns for p in cache.iterdir()] == [mtime]
+
+
+def test_an_encoder_that_disagrees_with_torch_is_not_used(tmp_path, monkeypatch):
+    monkeypatch.setattr(onnx_encoder, "MIN_AGREEMENT", 1.5)  # no cosine can reach it
+    provider = embeddings.LocalProvider()
+    assert provider.prepare_queries(tmp_path) is False
+    assert provider.embed_query("refund") == provider.embed(["refund"])[0]
+
+
+def test_an_export_that_fails_leaves_torch_answering(tmp_path, monkeypatch):
+    def broken(model, path):
+        path.write_bytes(b"not a model")  # a torn or foreign file where the graph should be
+
+    monkeypatch.setattr(onnx_encoder, "_export", broken)
+    provider = embeddings.LocalProvider()
+    assert provider.prepare_queries(tmp_path) is False
+    assert len(provider.embed_query("refund")) == 384
+
+
+def test_search_queries_use_the_prepared_encoder(prepared, monkeypatch):
+    monkeypatch.setattr(embeddings, "get_provider", lambda: prepared)
+    calls = []
+    encoder = prepared._query_encoder
+    monkeypatch.setattr(encoder, "embed", lambda text: calls.append(text) or [0.0] * 384)
+    query_vectors._cache.clear()
+    vector, model = query_vectors.vector_for("a question never asked before")
+    assert calls == ["a question never asked before"]
+    assert model == prepared.name and len(vector) == 384
