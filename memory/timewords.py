@@ -2,8 +2,10 @@
 
 "What did she buy last?" / "most recent", "latest": newer facts first. "first", "earliest",
 "originally": older facts first. A month and year ("in May 2023") or a year ("in 2022"):
-facts that happened then. Anything else: time does not weigh. Deliberately small and
-predictable: English words, no parsing of relative dates ("last year" weighs nothing).
+facts that happened then; "before", "until" or "by" such a date: facts that happened earlier;
+"after" it: later; "since" it: from its start on. Anything else: time does not weigh.
+Deliberately small and predictable: English words, no parsing of relative dates ("last
+year" weighs nothing, "before the trip" too).
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ MONTHS = {
 }
 LATEST = {"latest", "recent", "recently", "lately", "currently", "newest", "now", "last"}
 EARLIEST = {"first", "earliest", "originally", "initially", "oldest"}
+# A word right before the date (or its month) that opens the span on one side.
+BEFORE = {"before", "until", "till", "by", "prior"}
+AFTER = {"after"}
+SINCE = {"since"}
+EVER = (dt.datetime(1900, 1, 1, tzinfo=dt.UTC), dt.datetime(2201, 1, 1, tzinfo=dt.UTC))
 UNITS = {"year", "month", "week", "day", "night", "time", "weekend", "summer", "winter"}
 _WORD = re.compile(r"[a-z]+|\d{4}")
 
@@ -61,18 +68,31 @@ def time_intent(query: str) -> TimeIntent:
 
 
 def _span(words: list[str]) -> tuple[dt.datetime, dt.datetime] | None:
-    years = [int(w) for w in words if w.isdigit() and 1900 <= int(w) <= 2200]
-    if not years:
+    at = next((i for i, w in enumerate(words) if w.isdigit() and 1900 <= int(w) <= 2200), None)
+    if at is None:
         return None
-    year = years[0]
+    year = int(words[at])
     month = next((MONTHS[w] for w in words if w in MONTHS and w != "may"), None)
     if month is None and "may" in words:  # "may" is a month only beside a year
-        at = words.index("may")
-        if any(w.isdigit() for w in words[at + 1 : at + 3]):
+        where = words.index("may")
+        if any(w.isdigit() for w in words[where + 1 : where + 3]):
             month = 5
     if month is None:
-        return _at(year, 1), _at(year + 1, 1)
-    return _at(year, month), _at(year + (month == 12), month % 12 + 1)
+        since, until = _at(year, 1), _at(year + 1, 1)
+    else:
+        since, until = _at(year, month), _at(year + (month == 12), month % 12 + 1)
+    # The word before the date, or before its month ("before May 2023", "after 2022").
+    start = at - 1 if month is None or at < 1 or words[at - 1] not in MONTHS else at - 2
+    side = words[start] if start >= 0 else ""
+    if side == "to" and start >= 1 and words[start - 1] == "prior":
+        side = "prior"
+    if side in BEFORE:
+        return EVER[0], since
+    if side in AFTER:
+        return until, EVER[1]
+    if side in SINCE:
+        return since, EVER[1]
+    return since, until
 
 
 def _at(year: int, month: int) -> dt.datetime:

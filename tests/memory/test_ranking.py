@@ -79,6 +79,9 @@ def test_results_explain_the_parts_of_their_score(members):
         ("Where did she first move?", "Moved to Paris"),
         ("Where did she move in March 2023?", "Moved to Lyon"),
         ("Where did she move in 2022?", "Moved to Paris"),
+        ("Where did she move before 2023?", "Moved to Paris"),
+        ("Where did she move after March 2023?", "Moved to Berlin"),
+        ("Where has she moved to since 2024?", "Moved to Berlin"),
     ],
 )
 def test_a_question_about_time_weighs_when_each_fact_happened(
@@ -103,6 +106,20 @@ def test_a_question_without_time_words_ranks_by_what_it_says_not_when():
     assert time_intent("She may visit in 2021").since == dt.datetime(2021, 1, 1, tzinfo=dt.UTC)
     december = time_intent("the party in December 2022")
     assert (december.since, december.until) == (midnight(2022, 12), midnight(2023, 1))
+
+
+def test_before_after_and_since_a_date_open_the_span_on_one_side():
+    before = time_intent("What did she do before May 2023?")
+    assert (before.mode, before.until) == ("between", midnight(2023, 5))
+    assert before.since < midnight(1901, 1)
+    after = time_intent("What did she do after May 2023?")
+    assert (after.since, after.until.year) == (midnight(2023, 6), 2201)
+    since = time_intent("What has she done since May 2023?")
+    assert since.since == midnight(2023, 5)
+    until = time_intent("Where did she work until 2022?")
+    assert until.until == midnight(2022, 1)
+    # Before an event rather than a date: no span, nothing weighs.
+    assert time_intent("What did she do before the trip?").mode == ""
 
 
 def test_a_repeated_question_is_embedded_once(monkeypatch):
