@@ -94,6 +94,8 @@ class SearchResult(BaseModel):
 class Added(BaseModel):
     subject: str
     fact: Fact
+    # Set when the text nearly repeated a live fact: that fact was refreshed, no new one made.
+    merged_into: str | None = None
 
 
 class Deleted(BaseModel):
@@ -249,7 +251,9 @@ async def memory_add(
             source_kind=SourceKind.API,
             by_agent=True,
         )
-        return Added(subject=subject, fact=_fact(fact)).model_dump(), [(fact, "remembered")]
+        merged = getattr(fact, "merged_into", None)
+        added = Added(subject=subject, fact=_fact(fact), merged_into=merged and str(merged))
+        return added.model_dump(), [(fact, "refreshed" if merged else "remembered")]
 
     return await _tool(Scope.WRITE, WRITE, work)
 

@@ -273,3 +273,21 @@ def test_with_the_database_unreachable_the_answer_is_503_not_a_traceback():
     assert response.status_code == 503, response.text
     assert response.headers["retry-after"] == "5"
     assert response.json()["code"] == "unavailable"
+
+
+def test_a_fact_that_nearly_repeats_a_live_one_says_which_it_merged_into(
+    console_url, tenant_a, alice, write_key
+):
+    who = alice.user.username
+    text = "Prefers window seats on long flights"
+    first, again = call(
+        console_url,
+        write_key,
+        ("memory_add", {"subject": who, "text": text, "category": "preference"}),
+        ("memory_add", {"subject": who, "text": text.lower() + "!", "category": "preference"}),
+    )
+    assert not first.is_error and not again.is_error
+    assert first.structured_content["merged_into"] is None
+    kept = first.structured_content["fact"]["id"]
+    assert again.structured_content["merged_into"] == kept
+    assert [f.text for f in facts_of(alice, live_only=True)] == [text]
