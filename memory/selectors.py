@@ -47,6 +47,7 @@ class MemoryContext:
     text: str = ""
     tokens: int = 0
     mode: str = "none"  # "hybrid", "text" (no embedding provider), or "none"
+    lines: list[str] = field(default_factory=list)  # how each fact is quoted, in `facts` order
 
     def __bool__(self) -> bool:
         return bool(self.facts)
@@ -93,7 +94,11 @@ def facts_for_context(
     if not kept:
         return MemoryContext(mode=mode)
     return MemoryContext(
-        facts=kept, text="\n".join([opening, *lines, closing]), tokens=used, mode=mode
+        facts=kept,
+        text="\n".join([opening, *lines, closing]),
+        tokens=used,
+        mode=mode,
+        lines=lines,
     )
 
 

@@ -26,7 +26,7 @@ from django.utils.html import escape
 from agents.live.access import Refused
 from agents.runtime import selectors
 from agents.runtime.models import FINISHED, Run, RunEventLog
-from agents.web import chat_pages, pages, waterfall
+from agents.web import chat_pages, context_record, pages, waterfall
 from agents.web.forms import RunFilterForm
 from approvals.models import ApprovalRequest, ApprovalStatus
 from tenants.principal import Principal
@@ -34,6 +34,7 @@ from tenants.scope import tenant_scope
 
 RUN = "agents/run_detail.html"
 RUNS = "agents/runs.html"
+CONTEXT = "agents/_packed_context.html#packed-context"
 CATCH_UP_LIMIT = 500  # events per message; a longer gap is sent in several
 DURABLE_FINISHED = {str(s) for s in FINISHED}
 
@@ -94,8 +95,21 @@ def run_catch_up(view: RunView) -> list[str]:
         html = _cache.get(key)
         if html is None:
             html = _cache.put(key, _run_batch(view, run, events))
+        html += _packed_context(view, run, events)
     view.after = events[-1].seq
     return [html + _seq_marker(run, view.after)]
+
+
+def _packed_context(view: RunView, run: Run, events: list[RunEventLog]) -> str:
+    """The context record, when a step that packed one finished. Per socket, never shared:
+    what a remembered fact says is shown only to whoever may read that person's memories."""
+    finished = {e.data.get("step_seq") for e in events if e.kind == "step.finished" and e.data} - {
+        None
+    }
+    if not finished or not selectors.packed_contexts(run).filter(seq__in=finished).exists():
+        return ""
+    records = context_record.records_for(view.principal, run)
+    return render_to_string(CONTEXT, {"run": run, "records": records}) + "\n"
 
 
 class _Renders:

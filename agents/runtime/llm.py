@@ -46,6 +46,7 @@ class ChatResult:
         default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0}
     )
     model: str = ""
+    provider: str = ""  # "openai", "scripted": which client answered
 
 
 class ChatModel(Protocol):
@@ -64,6 +65,8 @@ class ChatModel(Protocol):
 
 
 class OpenAIChatModel(ChatModel):
+    provider = "openai"
+
     def __init__(self, base_url: str, api_key: str, model: str, timeout: float) -> None:
         self.base_url = base_url
         self.model = model
@@ -112,6 +115,7 @@ class OpenAIChatModel(ChatModel):
             tool_calls=calls,
             usage=_usage(response.usage),
             model=response.model or self.model,
+            provider=self.provider,
         )
 
     def _assemble(self, stream: Any, on_token: TokenCallback) -> ChatResult:
@@ -143,6 +147,7 @@ class OpenAIChatModel(ChatModel):
             ],
             usage=_usage(usage),
             model=model,
+            provider=self.provider,
         )
 
     def _step_error(self, exc: openai.APIError) -> StepError:
@@ -227,6 +232,7 @@ class ScriptedModel(ChatModel):
     offers some; otherwise the dict's `without_tools` text (or its content) is the answer."""
 
     model = "scripted"
+    provider = "scripted"
 
     def __init__(
         self, rules: Sequence[Rule], *, default: Reply = "OK.", delay_seconds: float = 0.0
@@ -280,6 +286,7 @@ class ScriptedModel(ChatModel):
                 "completion_tokens": len(content.split()),
             },
             model=self.model,
+            provider=self.provider,
         )
 
     def _pick(self, messages: list[dict[str, Any]]) -> Reply:

@@ -404,7 +404,11 @@ class PackedContext(TenantOwned):
     seq = models.PositiveIntegerField()  # the checkpoint seq of the step
     index = models.PositiveSmallIntegerField(default=0)  # which pack within the step
     step = models.CharField(max_length=100)
-    model = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=200, blank=True)  # the tokens were counted for it
+    # Who answered the call the context was packed for ("scripted", "openai") and the model
+    # the reply names; blank when no call followed, and in records from before they were kept.
+    provider = models.CharField(max_length=100, blank=True, default="", db_default="")
+    provider_model = models.CharField(max_length=200, blank=True, default="", db_default="")
     encoding = models.CharField(max_length=100)
     budget = models.PositiveIntegerField()  # the model's window minus the output reserve
     reserve_output = models.PositiveIntegerField(default=0)

@@ -35,7 +35,7 @@ class LiveModel:
     ) -> ChatResult:
         """The model's `chat`, announced live, with its tokens streamed to the page."""
         if not settings.AGENTSTATE_LIVE_TOKENS:
-            return self._model.chat(messages, tools=tools, on_token=on_token)
+            return self._answered(self._model.chat(messages, tools=tools, on_token=on_token))
         stream = _Stream(self._ctx, self._after, on_token)
         stream.send("llm.started", text="")
         try:
@@ -44,6 +44,17 @@ class LiveModel:
             stream.send("llm.finished", text=stream.text(), ok=False)
             raise
         stream.send("llm.finished", text=result.content[-TAIL_CHARS:], ok=True)
+        return self._answered(result)
+
+    def _answered(self, result: ChatResult) -> ChatResult:
+        """Note on the step which provider and model really answered (the reply says)."""
+        calls = getattr(self._ctx, "llm_calls", None)
+        if calls is not None:
+            # A model class that names no provider is named by its class.
+            provider = result.provider or getattr(self._model, "provider", "")
+            provider = provider or type(self._model).__name__
+            model = result.model or getattr(self._model, "model", "")
+            calls.append({"provider": str(provider)[:100], "model": str(model)[:200]})
         return result
 
 

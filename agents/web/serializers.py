@@ -195,12 +195,27 @@ class ThreadSerializer(serializers.Serializer):
     messages = ThreadMessageSerializer(many=True)
 
 
+class PackedFactSerializer(serializers.Serializer):
+    id = serializers.CharField(
+        allow_blank=True,
+        help_text="The fact's id (GET /api/v1/memory/facts/{id}); its text is not kept here.",
+    )
+    key = serializers.CharField(allow_blank=True)
+    category = serializers.CharField(allow_blank=True)
+    tokens = serializers.IntegerField(help_text="How many tokens its quoted line took.")
+
+
 class PackedItemSerializer(serializers.Serializer):
     section = serializers.CharField()
     label = serializers.CharField()
     tokens = serializers.IntegerField()
     included = serializers.BooleanField()
     reason = serializers.CharField()
+    facts = PackedFactSerializer(
+        many=True,
+        default=list,
+        help_text="Memory items: the remembered facts they quote, by reference.",
+    )
 
 
 class PackedSectionSerializer(serializers.Serializer):
@@ -214,6 +229,17 @@ class PackedSectionSerializer(serializers.Serializer):
 class PackedContextSerializer(serializers.ModelSerializer):
     sections = PackedSectionSerializer(many=True, help_text="In the order they are sent.")
     items = PackedItemSerializer(many=True)
+    model = serializers.CharField(
+        read_only=True, help_text="The model whose tokenizer counted the budget."
+    )
+    provider = serializers.CharField(
+        read_only=True,
+        help_text='Who answered the call ("scripted", "openai"); empty when no call followed '
+        "or the record predates it.",
+    )
+    provider_model = serializers.CharField(
+        read_only=True, help_text="The model that answered, as the reply named it."
+    )
 
     class Meta:
         model = PackedContext
@@ -222,6 +248,8 @@ class PackedContextSerializer(serializers.ModelSerializer):
             "index",
             "step",
             "model",
+            "provider",
+            "provider_model",
             "encoding",
             "budget",
             "reserve_output",

@@ -15,7 +15,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from agents.runtime import selectors, services
 from agents.runtime.definitions import all_agents
 from agents.runtime.models import Run
-from agents.web import chat, pages
+from agents.web import chat, context_record, pages
 from agents.web.forms import DecisionForm, RunFilterForm, StartRunForm
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
@@ -165,6 +165,7 @@ def _decide(
 
 def _run_response(request: HttpRequest, context: dict[str, Any], status: int = 200) -> HttpResponse:
     template = f"{RUN}#run-live" if is_partial(request) else RUN
+    context["context_records"] = context_record.records_for(request.principal, context["run"])
     return render(request, template, context, status=status)
 
 
@@ -241,7 +242,7 @@ def conversation_fork(request: HttpRequest, session_id: uuid.UUID) -> HttpRespon
 def run_context(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """What each step of the run packed for the model, and why (a partial for htmx)."""
     run = get_run_for_member(request, run_id)
-    context = {"run": run, "records": list(selectors.packed_contexts(run))}
+    context = {"run": run, "records": context_record.records_for(request.principal, run)}
     template = "agents/_packed_context.html"
     return vary_on_htmx(
         render(request, f"{template}#packed-context" if is_partial(request) else template, context)

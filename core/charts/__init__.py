@@ -1,5 +1,5 @@
-"""Charts as server-rendered SVG: bars over time (stacked by series), lines over time, and a
-waterfall of spans on one time axis.
+"""Charts as server-rendered SVG: bars over time (stacked by series), lines over time, a
+waterfall of spans on one time axis, and stacked horizontal bars (parts of a whole).
 
 No script and no library. Each chart is a `<figure>`: an inline `<svg role="img">` named by
 its `<title>` and described in words by its `<desc>`, a legend, and the same numbers as a
@@ -25,6 +25,7 @@ from core.charts.base import (
 )
 from core.charts.over_time import bar_chart, line_chart
 from core.charts.periods import PERIODS, Period, period_named
+from core.charts.stacked import stacked_rows
 from core.charts.waterfall import MIN_WIDTH, PLOT_FROM, PLOT_TO, waterfall
 
 __all__ = [
@@ -47,5 +48,6 @@ __all__ = [
     "millis",
     "nice_ceiling",
     "period_named",
+    "stacked_rows",
     "waterfall",
 ]

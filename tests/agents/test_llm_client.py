@@ -77,6 +77,7 @@ def test_a_completion_returns_content_usage_and_model(server, model):
         tool_calls=[],
         usage={"prompt_tokens": 2, "completion_tokens": 3},
         model="fake-model",
+        provider="openai",
     )
     [request] = server.requests
     assert request.path == "/v1/chat/completions"
@@ -95,8 +96,13 @@ def test_streaming_delivers_tokens_as_they_arrive_and_the_same_final_content(ser
     assert tokens == ["Hello ", "there, ", "friend."]
     assert result.content == "".join(tokens) == "Hello there, friend."
     assert result.usage == {"prompt_tokens": 2, "completion_tokens": 3}
-    assert result.model == "fake-model"
+    assert result.model == "fake-model" and result.provider == "openai"
     assert server.requests[0].body["stream"] is True
+
+
+def test_the_scripted_model_names_itself_as_the_provider_and_the_model():
+    result = ScriptedModel([], default="Hi.").chat(HELLO)
+    assert (result.provider, result.model) == ("scripted", "scripted")
 
 
 def test_tool_calls_are_parsed_with_their_arguments_as_a_dict(server, model):

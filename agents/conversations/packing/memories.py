@@ -11,6 +11,17 @@ from tenants.scope import tenant_scope
 
 
 @dataclass(frozen=True)
+class FactRef:
+    """A fact a memory item quotes, by reference: the record keeps its id, key and category,
+    never its text, so a fact the person deletes does not linger in old records."""
+
+    id: str = ""
+    key: str = ""
+    category: str = ""
+    line: str = ""  # how it was quoted, to count its tokens; not recorded
+
+
+@dataclass(frozen=True)
 class Memory:
     """A retrieved fact, sent as quoted data (never as an instruction)."""
 
@@ -20,6 +31,7 @@ class Memory:
     key: str = ""
     # Already quoted by the memory app (a whole section of facts): sent exactly as it is.
     rendered: str = ""
+    facts: tuple[FactRef, ...] = ()  # the facts it quotes (a section quotes several)
 
 
 def retrieve(*, tenant_id: Any, subject_id: Any, query: str, budget_tokens: int) -> list[Memory]:
@@ -42,7 +54,10 @@ def as_memories(found: Any) -> list[Memory]:
     section = getattr(found, "text", "")
     if facts and isinstance(section, str) and section:
         # The memory app quoted and budgeted the facts as one section: keep it whole.
-        return [Memory(text=section, rendered=section, key=f"{len(facts)} remembered facts")]
+        lines = list(getattr(found, "lines", None) or [])
+        refs = tuple(_ref(f, lines[i] if i < len(lines) else "") for i, f in enumerate(facts))
+        label = f"{len(facts)} remembered fact{'' if len(facts) == 1 else 's'}"
+        return [Memory(text=section, rendered=section, key=label, facts=refs)]
     memories = [_memory(fact) for fact in facts]
     # Scores are on the retriever's scale; relevance is relative to the best fact.
     best = max((m.score for m in memories), default=0.0)
@@ -51,16 +66,28 @@ def as_memories(found: Any) -> list[Memory]:
     return memories
 
 
-def _memory(fact: Any) -> Memory:
-    def get(name: str, default: Any = "") -> Any:
-        if isinstance(fact, dict):
-            return fact.get(name, default)
-        return getattr(fact, name, default)
+def _get(fact: Any, name: str, default: Any = "") -> Any:
+    if isinstance(fact, dict):
+        return fact.get(name, default)
+    return getattr(fact, name, default)
 
-    key = get("key", "") or get("id", "") or get("pk", "")
+
+def _ref(fact: Any, line: str = "") -> FactRef:
+    return FactRef(
+        id=str(_get(fact, "id", "") or _get(fact, "pk", "") or ""),
+        key=str(_get(fact, "key", "") or ""),
+        category=str(_get(fact, "category", "") or ""),
+        line=line,
+    )
+
+
+def _memory(fact: Any) -> Memory:
+    key = _get(fact, "key", "") or _get(fact, "id", "") or _get(fact, "pk", "")
+    ref = _ref(fact)
     return Memory(
-        text=str(get("text")),
-        category=str(get("category") or ""),
-        score=float(get("score", 1.0) or 0.0),
+        text=str(_get(fact, "text")),
+        category=str(_get(fact, "category") or ""),
+        score=float(_get(fact, "score", 1.0) or 0.0),
         key=f"fact {key}" if key else "",
+        facts=(ref,) if ref.id or ref.key else (),
     )

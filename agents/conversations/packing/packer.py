@@ -63,6 +63,8 @@ class Item:
     dropped: str = ""
     included: bool = False
     reason: str = ""
+    # The remembered facts a memory item quotes: {"id", "key", "category", "tokens"}.
+    facts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def score(self) -> float:

@@ -19,6 +19,8 @@ def item_rows(packed: Packed) -> list[dict[str, Any]]:
             "included": i.included,
             "reason": i.reason,
             "order": i.order,
+            # Memory items: the facts they quote, by id (the text stays in the memory app).
+            **({"facts": i.facts} if i.facts else {}),
         }
         for i in packed.items
     ]
@@ -30,7 +32,7 @@ def item_rows(packed: Packed) -> list[dict[str, Any]]:
                 continue
             group = groups.setdefault(
                 (row["section"], row["reason"]),
-                {**row, "label": "", "tokens": 0, "count": 0},
+                {**row, "label": "", "tokens": 0, "count": 0, "facts": []},
             )
             group["tokens"] += row["tokens"]
             group["count"] += 1

@@ -45,9 +45,15 @@ def pack_for_step(
     done: list[Packed] = ctx.__dict__.setdefault("packed", [])
     index = len(done)
     done.append(packed)
+    # How many model calls the step had made when it packed this context: the call that
+    # answers it is the next one, unless the step packs again first.
+    calls: list[dict[str, str]] = getattr(ctx, "llm_calls", [])
+    marks: list[int] = ctx.__dict__.setdefault("packed_at_call", [])
+    marks.append(len(calls))
     fields = record_fields(packed)
 
     def write() -> None:
+        # Written when the step persists, so every call the step made is known by then.
         PackedContext.objects.create(
             tenant_id=ctx.tenant_id,
             run_id=ctx.run_id,
@@ -55,7 +61,19 @@ def pack_for_step(
             index=index,
             step=ctx.step,
             **fields,
+            **answered_by(calls, marks, index),
         )
 
     ctx.write_with_step(write)
     return packed
+
+
+def answered_by(calls: list[dict[str, str]], marks: list[int], index: int) -> dict[str, str]:
+    """The provider and model of the first model call after pack `index` and before the next
+    pack; blank when the step made none in between."""
+    start = marks[index]
+    end = marks[index + 1] if index + 1 < len(marks) else len(calls)
+    if start >= end:
+        return {"provider": "", "provider_model": ""}
+    call = calls[start]
+    return {"provider": call.get("provider", ""), "provider_model": call.get("model", "")}

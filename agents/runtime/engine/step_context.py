@@ -73,6 +73,9 @@ class StepContext:
         # transaction that persists the step, after its fenced write succeeded (memory
         # proposals, the packed-context record, ...). A retried step starts empty.
         self.writes: list[Callable[[], None]] = []
+        # Who answered each model call made through `ctx.llm` / `ctx.live(...)`, in order
+        # ({"provider", "model"}): the packed-context record names the call's real model.
+        self.llm_calls: list[dict[str, str]] = []
         wake = wake_payload or {}
         self.decision: dict | None = wake.get("decision")
         self.event: dict | None = wake.get("event")
