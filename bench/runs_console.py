@@ -50,9 +50,10 @@ TARGET_MS = 50.0
 
 LOAD_TENANTS = """
 INSERT INTO tenants_tenant (id, slug, name, session_cache_ttl_seconds, checkpoint_retention_days,
-                            conversation_retention_days, audit_retention_days, created_at)
+                            conversation_retention_days, audit_retention_days, api_rate_limits,
+                            created_at)
 SELECT gen_random_uuid(), %(prefix)s || lpad(g::text, 4, '0'), 'Bench console ' || g,
-       3600, 7, 90, 365, now()
+       3600, 7, 90, 365, '{}'::jsonb, now()
 FROM generate_series(1, %(tenants)s) g;
 """
 
