@@ -584,8 +584,9 @@ def api_key_for(tenant) -> str:
 
 
 @contextlib.contextmanager
-def asgi_server(label: str) -> Iterator[str]:
-    """uvicorn serving AgentState (one process) on the bench's servers; yields its URL."""
+def asgi_server(label: str, *, debug: bool = True) -> Iterator[str]:
+    """uvicorn serving AgentState (one process) on the bench's servers; yields its URL.
+    `debug=False` serves it as production does (no query log, JSON logs, HSTS)."""
     import socket
     from urllib.request import urlopen
 
@@ -594,7 +595,8 @@ def asgi_server(label: str) -> Iterator[str]:
         port = sock.getsockname()[1]
     env = {
         **os.environ,  # setup_django() put the embedded servers' URLs there
-        "DEBUG": "1",
+        "DEBUG": "1" if debug else "0",
+        **({} if debug else {"AGENTSTATE_DEMO": "0", "SECRET_KEY": "bench-" + "x" * 50}),
         "API_RATE_LIMIT_READ": "1000000/min",
         "API_RATE_LIMIT_WRITE": "1000000/min",
         "PYTHONUNBUFFERED": "1",
