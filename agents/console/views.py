@@ -36,8 +36,8 @@ from agents.runtime import services
 from agents.runtime.errors import RunChanged
 from agents.runtime.models import Run
 from agents.web import trends
-from core import charts
-from core.htmx import is_partial, vary_on_htmx
+from agents.web.forms import ChartsFilterForm
+from core.htmx import is_partial, render_fragments, vary_on_htmx
 from tenants.errors import AppError
 from tenants.models import Scope
 from tenants.permissions import require_scope
@@ -65,8 +65,9 @@ def run_list(request: HttpRequest) -> HttpResponse:
     runs recovered automatically (filtered by `since` and `worker`)."""
     principal = request.principal  # type: ignore[attr-defined]
     context, status = _table(principal, ConsoleFilterForm(request.GET))
-    if is_partial(request):
-        return vary_on_htmx(render(request, f"{RUNS}#console-table", context, status=status))
+    if is_partial(request):  # the table, and the filter form saying what it did not apply
+        parts = [f"{RUNS}#console-table", f"{RUNS}#console-filters"]
+        return vary_on_htmx(render_fragments(request, parts, context, status=status))
     history, history_status = recovered.recovered_context(
         principal, RecoveredFilterForm(request.GET), timezone.now()
     )
@@ -87,7 +88,8 @@ def run_recovered(request: HttpRequest) -> HttpResponse:
         RecoveredFilterForm(request.GET),
         timezone.now(),
     )
-    return render(request, f"{RUNS}#recovered-list", context, status=status)
+    parts = [f"{RUNS}#recovered-list", f"{RUNS}#recovered-filters"]
+    return render_fragments(request, parts, context, status=status)
 
 
 @require_GET
@@ -108,17 +110,19 @@ def run_summary(request: HttpRequest) -> HttpResponse:
 def run_charts(request: HttpRequest) -> HttpResponse:
     """Runs over time by status and step latency over time, which the list page loads after
     itself (like the counts); without htmx, the console page for the same period."""
-    period = charts.period_named(request.GET.get("period"))
-    if not is_partial(request):
-        return redirect(reverse("console:console_runs") + f"?period={period.key}")
-    context = {"charts": trends.runs_charts(request.principal, period.key)}  # type: ignore[attr-defined]
-    return vary_on_htmx(render(request, f"{RUNS}#console-charts", context))
+    filters = ChartsFilterForm(request.GET)
+    if not is_partial(request):  # the page says if the period is bad
+        return redirect(reverse("console:console_runs") + "?" + trends.charts_query(request, filters))
+    context = {
+        "charts": trends.runs_charts(request.principal, filters.chosen_period()),  # type: ignore[attr-defined]
+        "chart_filters": filters,
+    }
+    status = 200 if filters.is_valid() else 400
+    return vary_on_htmx(render(request, f"{RUNS}#console-charts", context, status=status))
 
 
 def _table(principal: Principal, filters: ConsoleFilterForm) -> tuple[dict[str, Any], int]:
-    if not filters.is_valid():
-        return {"filters": filters, "runs": [], "invalid": True}, 400
-    data = filters.cleaned_data
+    data = filters.applied()  # a bad filter is not applied (the form says so)
     page = selectors.runs_page(
         principal,
         now=timezone.now(),
@@ -142,7 +146,7 @@ def _table(principal: Principal, filters: ConsoleFilterForm) -> tuple[dict[str, 
         "here": here,
         # what the live feed compares on subscribe (agents/console/live.py)
         "live_filter": urlencode({**position, "shown": selectors.rows_key(page.runs)}),
-    }, 200
+    }, 200 if filters.is_valid() else 400
 
 
 @require_POST

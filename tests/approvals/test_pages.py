@@ -213,7 +213,9 @@ def test_a_bad_filter_is_a_400_with_a_way_back(client_for, members, query):
     make_request(members["member"])
     response = client_for("manager").get(f"/approvals/?{query}")
     assert response.status_code == 400
-    assert "Show the pending requests" in response.content.decode()
+    page = text(response)
+    assert 'class="filter-problems" id="inbox-filters-problems" role="alert"' in page
+    assert '<a href="/approvals/">Clear this filter</a>' in page
 
 
 def test_the_inbox_list_subscribes_to_the_live_feed_instead_of_polling(client_for, members):
