@@ -81,8 +81,9 @@ class DecisionForm(forms.Form):
 
 def edited_arguments(
     fields: list[EditableField] | None, data: Any
-) -> tuple[dict[str, Any] | None, dict[str, list[str]]]:
-    """The arguments of the 'edit and approve' form: per-field inputs, or one JSON text."""
+) -> tuple[dict[str, Any] | None, dict[str, list[Any]]]:
+    """The arguments of the 'edit and approve' form: per-field inputs, or one JSON text (a
+    syntax error in it is a core.json_input.SyntaxProblem: its words, and where it is)."""
     if fields is not None:
         submitted = {f.name: data.get(f"arg-{f.name}", "") for f in fields}
         return coerce(fields, submitted), {}
@@ -90,10 +91,10 @@ def edited_arguments(
     try:
         value = json_input.loads(text)
     except BadInput as exc:
+        if exc.syntax is not None:  # "Line 2, column 5: …", shown with a marker under the spot
+            return None, {"non_field_errors": [exc.syntax]}
         problems = [f"{name}: {' '.join(found)}" for name, found in (exc.fields or {}).items()]
-        if not problems:
-            problems = [f"This is not valid JSON ({exc.reason})." if exc.reason else exc.message]
-        return None, {"non_field_errors": problems}
+        return None, {"non_field_errors": problems or [exc.message]}
     if not isinstance(value, dict):
         return None, {"non_field_errors": ["The arguments must be a JSON object."]}
     return value, {}

@@ -198,7 +198,7 @@ class Draft:
     edit_open: bool = False
     error: str | None = None
     form_errors: dict[str, list[str]] = field(default_factory=dict)
-    arg_errors: dict[str, list[str]] = field(default_factory=dict)
+    arg_errors: dict[str, list[Any]] = field(default_factory=dict)
 
 
 @require_GET

@@ -114,7 +114,16 @@ class ResolveForm(VersionForm):
 
 
 class StateForm(VersionForm):
-    state = forms.CharField(max_length=1_000_000, widget=forms.Textarea, strip=False)
+    state = forms.CharField(
+        max_length=1_000_000,
+        widget=forms.Textarea,
+        strip=False,
+        error_messages={
+            "required": "Write the state as a JSON object ({…}).",
+            "max_length": "The state has at most %(limit_value)d characters "
+            "(this one has %(show_value)d).",
+        },
+    )
 
 
 class ReplayForm(VersionForm):

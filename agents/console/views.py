@@ -197,6 +197,7 @@ def _render_run(
     *,
     notice: str = "",
     state_errors: list[str] | None = None,
+    state_syntax: Any = None,
     state_draft: str | None = None,
     form_errors: str = "",
 ) -> HttpResponse:
@@ -204,6 +205,7 @@ def _render_run(
     context.update(
         notice=notice,
         state_errors=state_errors or [],
+        state_syntax=state_syntax,
         form_errors=form_errors,
         replay_form=ReplayForm(initial={"seq": run.step_seq}),
     )
@@ -277,13 +279,19 @@ def run_action(request: HttpRequest, run_id: uuid.UUID, action: str) -> HttpResp
     form_class, apply, done = ACTIONS[action]
     form = form_class(request.POST)
     if not form.is_valid():
+        if "state" in form.errors:  # said beside the editor, like its JSON
+            draft = form.data.get("state", "")
+            return _render_run(
+                request, run, 400, state_errors=form.errors["state"], state_draft=draft
+            )
         errors = "; ".join(f"{f}: {' '.join(e)}" for f, e in form.errors.items())
         return _render_run(request, run, 400, form_errors=errors)
     try:
         result = apply(request.principal, run, form.cleaned_data)  # type: ignore[attr-defined]
     except InvalidState as exc:
+        draft = form.data.get("state", "")
         return _render_run(
-            request, run, 400, state_errors=exc.problems, state_draft=form.data.get("state", "")
+            request, run, 400, state_errors=exc.problems, state_syntax=exc.syntax, state_draft=draft
         )
     except RunChanged as exc:
         fresh = _reload(run)
