@@ -101,8 +101,8 @@ def field_path(root: str, path: tuple[str | int, ...]) -> str:
 SYNTAX_WORDS = {
     "Expecting value": "A value was expected here: a string in double quotes, a number, true, "
     "false, null, an object {…} or an array […].",
-    "Expecting ',' delimiter": "A comma (,) or a closing bracket was expected here.",
-    "Expecting ':' delimiter": "A colon (:) was expected here, after the key.",
+    "Expecting ',' delimiter": "A comma (,) or a closing bracket is missing before this.",
+    "Expecting ':' delimiter": "A colon (:) is missing between the key and this.",
     "Expecting property name enclosed in double quotes": "A key in double quotes was expected "
     'here (JSON has no comma after the last item, and writes keys like "name").',
     "Illegal trailing comma before end of object": "JSON has no comma after the last item.",
@@ -115,7 +115,8 @@ SYNTAX_WORDS = {
     "Extra data": "The JSON value ends before this: remove what follows, or put it all in one "
     "object or array.",
 }
-EXCERPT_WIDTH = 80  # characters of a long line shown around the spot
+EXCERPT_WIDTH = 80  # characters of a long line shown around the spot,
+EXCERPT_BEFORE = 24  # at most this many before it (so that a phone shows the spot too)
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,11 @@ class SyntaxProblem:
         return f"Line {self.line}, column {self.column}: {self.message}"
 
     @property
+    def pad_before_spot(self) -> str:
+        """The marker without its caret: what goes before the spot."""
+        return self.marker[:-1]
+
+    @property
     def pad(self) -> str:
         """As wide as the line number (to put the marker's line in step with the excerpt)."""
         return " " * len(str(self.line))
@@ -146,7 +152,7 @@ def syntax_problem(text: str, exc: json.JSONDecodeError) -> SyntaxProblem:
     at = exc.colno - 1
     start = 0
     if len(line) > EXCERPT_WIDTH:
-        start = max(0, min(at - EXCERPT_WIDTH // 2, len(line) - EXCERPT_WIDTH))
+        start = max(0, min(at - EXCERPT_BEFORE, len(line) - EXCERPT_WIDTH))
     end = start + EXCERPT_WIDTH
     excerpt = ("…" if start else "") + line[start:end] + ("…" if end < len(line) else "")
     # Tabs stay tabs, so the marker sits under the spot however wide they are drawn.

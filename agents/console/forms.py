@@ -30,7 +30,9 @@ class ConsoleFilterForm(FilterForm):
     agent = Choice(noun="an agent", label="Agent")
     stuck = Choice(noun="a reason a run is stuck", label="Stuck")
     age = Choice(noun="an age", label="Age")
-    user = Text(max_length=150, label="End user", widget=forms.TextInput({"placeholder": "username"}))
+    user = Text(
+        max_length=150, label="End user", widget=forms.TextInput({"placeholder": "username"})
+    )
     before = Text(max_length=100, label="Position", widget=forms.HiddenInput)
     period = period_field()
 
@@ -84,8 +86,7 @@ class RecoveredFilterForm(FilterForm):
         max_length=200,
         label="Lost worker",
         validators=[WORKER_NAME],
-        help_text="A worker is named host:pid; give its host to see every process of that "
-        "machine.",
+        help_text="A worker is named host:pid; give its host to see every process of that machine.",
         widget=forms.TextInput({"placeholder": "host or host:pid"}),
     )
 

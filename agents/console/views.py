@@ -112,7 +112,9 @@ def run_charts(request: HttpRequest) -> HttpResponse:
     itself (like the counts); without htmx, the console page for the same period."""
     filters = ChartsFilterForm(request.GET)
     if not is_partial(request):  # the page says if the period is bad
-        return redirect(reverse("console:console_runs") + "?" + trends.charts_query(request, filters))
+        return redirect(
+            reverse("console:console_runs") + "?" + trends.charts_query(request, filters)
+        )
     context = {
         "charts": trends.runs_charts(request.principal, filters.chosen_period()),  # type: ignore[attr-defined]
         "chart_filters": filters,

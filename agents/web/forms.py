@@ -77,8 +77,6 @@ class RunFilterForm(FilterForm):
         return parse_cursor(raw) if raw else None
 
 
-
-
 DEFAULT_PERIOD = "24h"
 
 
@@ -90,7 +88,6 @@ class ChartsFilterForm(FilterForm):
     def chosen_period(self) -> str:
         """The period to draw: the one asked for, or the default."""
         return self.applied()["period"] or DEFAULT_PERIOD
-
 
 
 def make_cursor(created_at: dt.datetime, pk: uuid.UUID) -> str:

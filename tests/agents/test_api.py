@@ -23,9 +23,9 @@ from agents.runtime.models import (
     ToolCall,
 )
 from approvals.models import ApprovalRequest
-from tenants.models import AuditEvent
 from approvals.services import approval_request_create
 from core.models import IdempotencyRecord
+from tenants.models import AuditEvent
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents import agents_for_tests  # noqa: F401 - registers the test agents

@@ -24,11 +24,11 @@ def test_bad_json_in_the_edited_arguments_shows_line_column_and_a_marker(
     )
     assert response.status_code == 400
     page = response.content.decode()
-    assert "Line 2, column 11: A comma (,) or a closing bracket was expected here." in page
+    assert "Line 2, column 11: A comma (,) or a closing bracket is missing before this." in page
     marker = re.search(r'<pre class="json-marker"[^>]*>(.*?)</pre>', page, re.S)
     assert marker is not None
     shown = re.sub(r"<[^>]+>", "", marker.group(1)).split("\n")
-    assert shown == ['2 │   &quot;x&quot;: [3 4]', '  │ ' + ' ' * 10 + '^']  # under the 4
+    assert shown == ["2 │   &quot;x&quot;: [3 4]", "  │ " + " " * 10 + "^"]  # under the 4
     assert 'aria-describedby="arguments-json-' in page and "Expecting" not in page
     fresh = load_request(tenant_a, request.pk)
     assert fresh.status == "pending" and fresh.edited_arguments is None

@@ -381,7 +381,10 @@ def test_arguments_of_a_tool_without_a_flat_schema_are_edited_as_json(
     assert 'name="arguments_json"' in page
     url = f"/approvals/{request.pk}/decide/"
     bad = client.post(url, {"decision": "approve", "edit": "1", "arguments_json": "{"}, **HX)
-    assert bad.status_code == 400 and "Line 1, column 2: A key in double quotes" in bad.content.decode()
+    assert (
+        bad.status_code == 400
+        and "Line 1, column 2: A key in double quotes" in bad.content.decode()
+    )
     not_object = {"decision": "approve", "edit": "1", "arguments_json": "[1]"}
     assert client.post(url, not_object, **HX).status_code == 400
     good = {"decision": "approve", "edit": "1", "arguments_json": '{"x": [3]}'}

@@ -19,7 +19,9 @@ def syntax(text: str) -> json_input.SyntaxProblem:
 def test_a_missing_comma_is_said_with_its_line_column_and_a_marker_under_it():
     problem = syntax('{\n  "item": "lamp"\n  "qty": 1\n}')
     assert (problem.line, problem.column) == (3, 3)
-    assert str(problem) == "Line 3, column 3: A comma (,) or a closing bracket was expected here."
+    assert (
+        str(problem) == "Line 3, column 3: A comma (,) or a closing bracket is missing before this."
+    )
     assert problem.excerpt == '  "qty": 1'
     assert problem.marker == "  ^"
 
@@ -27,7 +29,7 @@ def test_a_missing_comma_is_said_with_its_line_column_and_a_marker_under_it():
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        ('{"a" 1}', "A colon (:) was expected here"),
+        ('{"a" 1}', "A colon (:) is missing between the key and this"),
         ("{a: 1}", "A key in double quotes was expected here"),
         ('{"a": 1,}', "A key in double quotes was expected here"),
         ('{"a": }', "A value was expected here"),
