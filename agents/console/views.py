@@ -286,8 +286,7 @@ def run_action(request: HttpRequest, run_id: uuid.UUID, action: str) -> HttpResp
             return _render_run(
                 request, run, 400, state_errors=form.errors["state"], state_draft=draft
             )
-        errors = "; ".join(f"{f}: {' '.join(e)}" for f, e in form.errors.items())
-        return _render_run(request, run, 400, form_errors=errors)
+        return _render_run(request, run, 400, form_errors=_form_problems(form))
     try:
         result = apply(request.principal, run, form.cleaned_data)  # type: ignore[attr-defined]
     except InvalidState as exc:
@@ -316,6 +315,16 @@ def run_action(request: HttpRequest, run_id: uuid.UUID, action: str) -> HttpResp
         messages.success(request, done)
         return redirect("console:console_run", run_id=run.pk)
     return _render_run(request, result, notice=done)
+
+
+def _form_problems(form: VersionForm) -> str:
+    """A refused action's inputs, in words. The version and the last event seen are the
+    page's own: without them the page is stale (or was edited by hand)."""
+    if "version" in form.errors or "seen" in form.errors:
+        return "This page did not say which version of the run it showed: reload it and try again."
+    return " ".join(
+        f"{form[name].label}: {' '.join(errors)}" for name, errors in form.errors.items()
+    )
 
 
 def _reload(run: Run) -> Run:
