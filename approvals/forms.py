@@ -13,6 +13,7 @@ from approvals.models import ANY_ACTION, ApprovalPolicy, ApproverGroup, Approver
 from approvals.selectors import STATUS_FILTERS, Cursor
 from core import json_input
 from core.errors import BadInput
+from core.filters import Choice, FilterForm, Text, quoted
 from tenants.models import Role
 
 COMMENT_MAX = 2000
@@ -25,11 +26,23 @@ def action_choices() -> list[tuple[str, str]]:
     return [(t.name, t.name) for t in tools]
 
 
-class InboxFilterForm(forms.Form):
-    status = forms.ChoiceField(required=False, choices=STATUS_FILTERS)
-    action = forms.CharField(required=False, max_length=100)
+class InboxFilterForm(FilterForm):
+    """The inbox's filters (core/filters.py: a bad one is said, and not applied)."""
+
+    status = Choice(noun="a status", label="Status", choices=STATUS_FILTERS)
+    action = Text(max_length=100, label="Action", widget=forms.Select)
     mine = forms.BooleanField(required=False, label="Only requests I may decide")
-    after = forms.CharField(required=False, max_length=400)
+    after = Text(max_length=400, label="Position", widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Any text names an action (a tool no longer registered still has its requests);
+        # the control offers the registered ones, and the one asked for.
+        choices = [("", "Any action"), *action_choices()]
+        asked = str(self.data.get("action") or "")
+        if asked and len(asked) <= 100 and asked not in dict(choices):
+            choices.append((asked, asked))
+        self.fields["action"].widget.choices = choices
 
     def clean_status(self) -> str:
         return self.cleaned_data["status"] or "pending"
@@ -41,7 +54,9 @@ class InboxFilterForm(forms.Form):
         try:
             return Cursor.decode(raw)
         except ValueError:
-            raise forms.ValidationError("This is not a position in the list.") from None
+            raise forms.ValidationError(
+                f"{quoted(raw)} is not a position in the list: it starts from the first page."
+            ) from None
 
 
 class DecisionForm(forms.Form):
@@ -66,8 +81,9 @@ class DecisionForm(forms.Form):
 
 def edited_arguments(
     fields: list[EditableField] | None, data: Any
-) -> tuple[dict[str, Any] | None, dict[str, list[str]]]:
-    """The arguments of the 'edit and approve' form: per-field inputs, or one JSON text."""
+) -> tuple[dict[str, Any] | None, dict[str, list[Any]]]:
+    """The arguments of the 'edit and approve' form: per-field inputs, or one JSON text (a
+    syntax error in it is a core.json_input.SyntaxProblem: its words, and where it is)."""
     if fields is not None:
         submitted = {f.name: data.get(f"arg-{f.name}", "") for f in fields}
         return coerce(fields, submitted), {}
@@ -75,10 +91,10 @@ def edited_arguments(
     try:
         value = json_input.loads(text)
     except BadInput as exc:
+        if exc.syntax is not None:  # "Line 2, column 5: …", shown with a marker under the spot
+            return None, {"non_field_errors": [exc.syntax]}
         problems = [f"{name}: {' '.join(found)}" for name, found in (exc.fields or {}).items()]
-        if not problems:
-            problems = [f"This is not valid JSON ({exc.reason})." if exc.reason else exc.message]
-        return None, {"non_field_errors": problems}
+        return None, {"non_field_errors": problems or [exc.message]}
     if not isinstance(value, dict):
         return None, {"non_field_errors": ["The arguments must be a JSON object."]}
     return value, {}

@@ -23,12 +23,12 @@ from agents.runtime.definitions import agent_currency, run_summary
 from agents.runtime.selectors import packed_contexts, transcript
 from approvals import arguments, selectors
 from approvals.errors import InvalidArguments
-from approvals.forms import DecisionForm, InboxFilterForm, action_choices, edited_arguments
+from approvals.forms import DecisionForm, InboxFilterForm, edited_arguments
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.policies import group_ids_of, refusal
 from approvals.services import approval_decide
 from core import charts
-from core.htmx import is_partial, vary_on_htmx
+from core.htmx import is_partial, render_fragments, vary_on_htmx
 from tenants.errors import AppError
 from tenants.models import Scope
 from tenants.permissions import require_scope
@@ -51,10 +51,13 @@ def get_request_for_member(request: HttpRequest, request_id: uuid.UUID) -> Appro
 @require_scope(Scope.READ)
 def inbox(request: HttpRequest) -> HttpResponse:
     """Pending requests by deadline (filters, keyset pages), kept live over the socket."""
-    context, status = inbox_list_context(request.principal, InboxFilterForm(request.GET))  # type: ignore[attr-defined]
-    if is_partial(request):
-        return vary_on_htmx(render(request, f"{INBOX}#inbox-list", context, status=status))
-    context["actions"] = [name for name, _ in action_choices()]
+    principal: Principal = request.principal  # type: ignore[attr-defined]
+    # Only those who may decide are offered "only requests I may decide".
+    filters = InboxFilterForm(request.GET, hide=() if principal.can(Scope.APPROVE) else ["mine"])
+    context, status = inbox_list_context(principal, filters)
+    if is_partial(request):  # the list, and the filter form saying what it did not apply
+        parts = [f"{INBOX}#inbox-list", f"{INBOX}#inbox-filters"]
+        return vary_on_htmx(render_fragments(request, parts, context, status=status))
     if context["can_approve"]:
         context["approvals_badge"] = context["counts"]["mine"]  # counted once, not twice
     return vary_on_htmx(render(request, INBOX, context, status=status))
@@ -64,10 +67,7 @@ def inbox_list_context(
     principal: Principal, filters: InboxFilterForm
 ) -> tuple[dict[str, Any], int]:
     counts = selectors.inbox_counts(principal)
-    if not filters.is_valid():
-        context = {"filters": filters, "rows": [], "invalid": True, "counts": counts}
-        return {**context, "can_approve": principal.can(Scope.APPROVE)}, 400
-    data = filters.cleaned_data
+    data = filters.applied()  # a bad filter is not applied (the form says so)
     page = selectors.inbox_page(
         principal,
         status=data["status"],
@@ -94,7 +94,7 @@ def inbox_list_context(
     }
     if context["pending_view"]:
         context["age_chart"] = age_chart(principal)
-    return context, 200
+    return context, 200 if filters.is_valid() else 400
 
 
 # Short enough for seven buckets side by side on a phone; the table and tooltips say them in full.
@@ -198,7 +198,7 @@ class Draft:
     edit_open: bool = False
     error: str | None = None
     form_errors: dict[str, list[str]] = field(default_factory=dict)
-    arg_errors: dict[str, list[str]] = field(default_factory=dict)
+    arg_errors: dict[str, list[Any]] = field(default_factory=dict)
 
 
 @require_GET

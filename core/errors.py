@@ -22,10 +22,13 @@ class BadInput(AppError, ValueError):
         *,
         fields: dict[str, list[str]] | None = None,
         reason: str = "",
+        syntax: Any = None,
     ) -> None:
         super().__init__(message)
         self.fields = fields
         self.reason = reason  # the parser's words, for pages that phrase the message themselves
+        # Where JSON text stops being JSON, for a person (core.json_input.SyntaxProblem).
+        self.syntax = syntax
 
     def as_dict(self) -> dict[str, Any]:
         body = super().as_dict()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -50,6 +51,9 @@ def loads(data: str | bytes | bytearray, *, root: str = "", depth: int | None = 
         value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:  # only if the scan above missed something; never a 500
         raise TooDeep(_too_deep_message(limit)) from None
+    except json.JSONDecodeError as exc:
+        problem = syntax_problem(text, exc)
+        raise BadInput(f"Not valid JSON: {exc}.", reason=str(exc), syntax=problem) from None
     except ValueError as exc:
         raise BadInput(f"Not valid JSON: {exc}.", reason=str(exc)) from None
     validate(value, root=root, depth=limit)
@@ -89,6 +93,72 @@ def field_path(root: str, path: tuple[str | int, ...]) -> str:
         else:
             text += f".{printable(part)}" if text else printable(part)
     return text or NON_FIELD
+
+
+# --- syntax errors, for a person -----------------------------------------------------------------
+
+# The parser's words (json.JSONDecodeError.msg) in plain ones, said of the spot it stopped at.
+SYNTAX_WORDS = {
+    "Expecting value": "A value was expected here: a string in double quotes, a number, true, "
+    "false, null, an object {…} or an array […].",
+    "Expecting ',' delimiter": "A comma (,) or a closing bracket is missing before this.",
+    "Expecting ':' delimiter": "A colon (:) is missing between the key and this.",
+    "Expecting property name enclosed in double quotes": "A key in double quotes was expected "
+    'here (JSON has no comma after the last item, and writes keys like "name").',
+    "Illegal trailing comma before end of object": "JSON has no comma after the last item.",
+    "Illegal trailing comma before end of array": "JSON has no comma after the last item.",
+    "Unterminated string starting at": "This string has no closing double quote.",
+    "Invalid control character at": "A string cannot hold a raw line break or tab: write \\n "
+    "or \\t.",
+    "Invalid \\escape": "This backslash escape is not one JSON knows (\\\\ writes a backslash).",
+    "Invalid \\uXXXX escape": "\\u must be followed by four hexadecimal digits.",
+    "Extra data": "The JSON value ends before this: remove what follows, or put it all in one "
+    "object or array.",
+}
+EXCERPT_WIDTH = 80  # characters of a long line shown around the spot,
+EXCERPT_BEFORE = 24  # at most this many before it (so that a phone shows the spot too)
+
+
+@dataclass(frozen=True)
+class SyntaxProblem:
+    """Where JSON text stops being JSON: what was expected, the line and column (from 1),
+    the line (around the spot, if long) and a marker to show under it (`^`)."""
+
+    message: str
+    line: int
+    column: int
+    excerpt: str
+    marker: str
+
+    def __str__(self) -> str:
+        return f"Line {self.line}, column {self.column}: {self.message}"
+
+    @property
+    def pad_before_spot(self) -> str:
+        """The marker without its caret: what goes before the spot."""
+        return self.marker[:-1]
+
+    @property
+    def pad(self) -> str:
+        """As wide as the line number (to put the marker's line in step with the excerpt)."""
+        return " " * len(str(self.line))
+
+
+def syntax_problem(text: str, exc: json.JSONDecodeError) -> SyntaxProblem:
+    """The parser's complaint about `text`, said for a person."""
+    message = SYNTAX_WORDS.get(exc.msg, exc.msg[:1].upper() + exc.msg[1:] + ".")
+    lines = text.split("\n")
+    line = lines[exc.lineno - 1].rstrip("\r") if exc.lineno <= len(lines) else ""
+    at = exc.colno - 1
+    start = 0
+    if len(line) > EXCERPT_WIDTH:
+        start = max(0, min(at - EXCERPT_BEFORE, len(line) - EXCERPT_WIDTH))
+    end = start + EXCERPT_WIDTH
+    excerpt = ("…" if start else "") + line[start:end] + ("…" if end < len(line) else "")
+    # Tabs stay tabs, so the marker sits under the spot however wide they are drawn.
+    pad = "".join(c if c == "\t" else " " for c in line[start:at])
+    marker = (" " if start else "") + pad + "^"
+    return SyntaxProblem(message, exc.lineno, exc.colno, excerpt, marker)
 
 
 # --- helpers --------------------------------------------------------------------------------------

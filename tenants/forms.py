@@ -95,3 +95,23 @@ class LoginForm(_BoundedUsername, AuthenticationForm):
 
 class AdminLoginForm(_BoundedUsername, AdminAuthenticationForm):
     """The Django admin's sign-in form (staff only)."""
+
+
+class AuditFilterForm(forms.Form):
+    """The audit log's position (the id of the last event shown). Said like a list filter
+    (templates/core/_filter_problems.html): a bad one is not applied, the log starts from the
+    newest event. (The identity layer is below core.filters, so this is a plain form.)"""
+
+    before = forms.CharField(required=False, label="Position", widget=forms.HiddenInput)
+
+    def clean_before(self) -> int | None:
+        raw = self.cleaned_data["before"]
+        if not raw:
+            return None
+        # ASCII digits only: "²" is a digit to isdigit() but not to int(); bigint at most.
+        if not (raw.isascii() and raw.isdigit() and len(raw) < 19 and int(raw) > 0):
+            shown = raw if len(raw) <= 40 else raw[:39] + "…"
+            raise ValidationError(
+                f"“{shown}” is not a position in the log: it starts from the newest event."
+            )
+        return int(raw)

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from tenants import selectors, services
 from tenants.errors import AppError
-from tenants.forms import ApiKeyForm, TenantSwitchForm
+from tenants.forms import ApiKeyForm, AuditFilterForm, TenantSwitchForm
 from tenants.middleware import SESSION_TENANT_KEY
 from tenants.models import Scope
 from tenants.permissions import require_scope
@@ -117,14 +117,14 @@ def api_key_revoke(request: HttpRequest, key_id) -> HttpResponse:
 @require_GET
 @require_scope(Scope.ADMIN)
 def audit_log(request: HttpRequest) -> HttpResponse:
-    before = request.GET.get("before", "")
+    """The tenant's audit events, newest first; a bad position is said (400), not applied."""
+    filters = AuditFilterForm(request.GET)
+    valid = filters.is_valid()
     events = selectors.audit_events_for_tenant(
         tenant=request.principal.tenant,
-        # ASCII digits only: "²" is a digit to isdigit() but not to int().
-        before_id=int(before)
-        if before.isascii() and before.isdigit() and len(before) < 19
-        else None,
+        before_id=filters.cleaned_data["before"] if valid else None,
         limit=50,
     )
     older = events[-1].id if len(events) == 50 else None
-    return render(request, "tenants/audit.html", {"events": events, "older": older})
+    context = {"events": events, "older": older, "filters": filters}
+    return render(request, "tenants/audit.html", context, status=200 if valid else 400)

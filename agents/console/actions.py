@@ -139,6 +139,8 @@ def parse_state(raw: str, agent: Agent) -> dict[str, Any]:
     try:
         state = json_input.loads(raw)
     except BadInput as exc:
+        if exc.syntax is not None:  # said with its line, column and a marker under the spot
+            raise InvalidState([str(exc.syntax)], syntax=exc.syntax) from None
         found = [f"{name}: {' '.join(why)}" for name, why in (exc.fields or {}).items()]
         raise InvalidState(found or [exc.message]) from None
     if not isinstance(state, dict):

@@ -13,9 +13,10 @@ class InvalidState(AppError):
     code = "invalid_state"
     message = "The state is not valid for this agent."
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], *, syntax: Any = None) -> None:
         super().__init__(detail={"problems": problems})
         self.problems = problems
+        self.syntax = syntax  # where the text stops being JSON (core.json_input.SyntaxProblem)
 
     def as_dict(self) -> dict[str, Any]:
         return {**super().as_dict(), "fields": {"state": self.problems}}

@@ -12,7 +12,8 @@ from django.core.validators import RegexValidator
 from agents.console.stuck import REASONS
 from agents.runtime.definitions import all_agents
 from agents.runtime.models import RunStatus
-from agents.web.forms import parse_cursor
+from agents.web.forms import parse_cursor, period_field
+from core.filters import Choice, FilterForm, Text
 
 AGES = {
     "lt1h": ("Created in the last hour", None),
@@ -22,13 +23,18 @@ AGES = {
 }
 
 
-class ConsoleFilterForm(forms.Form):
-    status = forms.ChoiceField(required=False, choices=())
-    agent = forms.ChoiceField(required=False, choices=())
-    stuck = forms.ChoiceField(required=False, choices=())
-    age = forms.ChoiceField(required=False, choices=())
-    user = forms.CharField(required=False, max_length=150, label="End user")
-    before = forms.CharField(required=False, max_length=100)
+class ConsoleFilterForm(FilterForm):
+    """The console list's filters (core/filters.py: a bad one is said, and not applied)."""
+
+    status = Choice(noun="a status", label="Status")
+    agent = Choice(noun="an agent", label="Agent")
+    stuck = Choice(noun="a reason a run is stuck", label="Stuck")
+    age = Choice(noun="an age", label="Age")
+    user = Text(
+        max_length=150, label="End user", widget=forms.TextInput({"placeholder": "username"})
+    )
+    before = Text(max_length=100, label="Position", widget=forms.HiddenInput)
+    period = period_field()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -51,8 +57,8 @@ class ConsoleFilterForm(forms.Form):
         return parse_cursor(raw) if raw else None
 
     def kept(self) -> dict[str, str]:
-        """The filters (not the position) as query parameters."""
-        data = self.cleaned_data
+        """The filters applied (not the position) as query parameters."""
+        data = self.applied()
         return {k: data[k] for k in ("status", "agent", "stuck", "age", "user") if data[k]}
 
 
@@ -63,26 +69,25 @@ WINDOWS = {
 }
 WORKER_NAME = RegexValidator(
     r"^[\w.@:-]*$",
-    "A worker is named like host:1234, or give its host: letters, digits, dots, dashes, "
-    "underscores, @ and colons.",
+    "“%(value)s” is not a worker: give one like host:1234, or its host (letters, digits, "
+    "dots, dashes, underscores, @ and colons).",
 )
 
 
-class RecoveredFilterForm(forms.Form):
+class RecoveredFilterForm(FilterForm):
     """The recovered history's filters: a time window, and a lost worker (id or host)."""
 
-    since = forms.ChoiceField(
-        required=False,
+    since = Choice(
+        noun="a time window",
         label="When lost",
         choices=[(k, v[0]) for k, v in WINDOWS.items()],
-        error_messages={"invalid_choice": "Choose the last hour or the last day."},
     )
-    worker = forms.CharField(
-        required=False,
+    worker = Text(
         max_length=200,
         label="Lost worker",
         validators=[WORKER_NAME],
-        error_messages={"max_length": "A worker id has at most 200 characters."},
+        help_text="A worker is named host:pid; give its host to see every process of that machine.",
+        widget=forms.TextInput({"placeholder": "host or host:pid"}),
     )
 
     def clean_since(self) -> str:
@@ -92,8 +97,8 @@ class RecoveredFilterForm(forms.Form):
         return self.cleaned_data["worker"].strip()
 
     def kept(self) -> dict[str, str]:
-        """The filters as query parameters (the live feed's subscription)."""
-        return {k: v for k, v in self.cleaned_data.items() if v}
+        """The filters applied as query parameters (the live feed's subscription)."""
+        return {k: v for k, v in self.applied().items() if v}
 
 
 class VersionForm(forms.Form):
@@ -110,7 +115,16 @@ class ResolveForm(VersionForm):
 
 
 class StateForm(VersionForm):
-    state = forms.CharField(max_length=1_000_000, widget=forms.Textarea, strip=False)
+    state = forms.CharField(
+        max_length=1_000_000,
+        widget=forms.Textarea,
+        strip=False,
+        error_messages={
+            "required": "Write the state as a JSON object ({…}).",
+            "max_length": "The state has at most %(limit_value)d characters "
+            "(this one has %(show_value)d).",
+        },
+    )
 
 
 class ReplayForm(VersionForm):

@@ -61,9 +61,7 @@ def console_feed(
 
 
 def _page(principal: Principal, filters: ConsoleFilterForm, now: Any) -> list:
-    if not filters.is_valid():
-        return []
-    data = filters.cleaned_data
+    data = filters.applied()
     return selectors.runs_page(
         principal,
         now=now,
@@ -91,9 +89,7 @@ def recovered_feed(
         # The sender keeps only a run's newest message, so the run.lost or the recovering
         # claim may reach us as a later event: ask the database, not the event's kind.
         if event is not None and not (
-            run_id is not None
-            and filters.is_valid()
-            and _lost_within(principal, run_id, filters, now)
+            run_id is not None and _lost_within(principal, run_id, filters, now)
         ):
             return []
         context, _ = recovered.recovered_context(principal, filters, now)
@@ -103,7 +99,7 @@ def recovered_feed(
 
 
 def _lost_within(principal: Principal, run_id: uuid.UUID, filters: Any, now: Any) -> bool:
-    window = WINDOWS[filters.cleaned_data["since"]][1]
+    window = WINDOWS[filters.applied()["since"]][1]
     return (
         StepAttempt.objects.for_tenant(principal.tenant)
         .filter(run_id=run_id, outcome=AttemptOutcome.LOST, ended_at__gte=now - window)

@@ -132,11 +132,7 @@ def recovered_context(
         "recovered_limit": RECOVERED_SHOWN,
         "now": now,
     }
-    if not filters.is_valid():
-        # The live feed renders what the page shows, the error too.
-        raw = {k: str(filters.data.get(k, "")) for k in filters.fields if filters.data.get(k)}
-        return {**context, "recovered_invalid": True, "recovered_filter": urlencode(raw)}, 400
-    data = filters.cleaned_data
+    data = filters.applied()  # a bad filter is not applied (the form says so)
     rows = recovered_runs(principal, now=now, since=data["since"], worker=data["worker"])
     recovering = recovering_count(principal)
     context.update(
@@ -146,7 +142,7 @@ def recovered_context(
         recovered_worker=data["worker"],
         recovered_filter=urlencode({**filters.kept(), "shown": recovered_key(rows, recovering)}),
     )
-    return context, 200
+    return context, 200 if filters.is_valid() else 400
 
 
 def recovered_since(run: Run, *, seen: int | None, now: dt.datetime) -> Recovered | None:

@@ -36,8 +36,8 @@ from agents.runtime import services
 from agents.runtime.errors import RunChanged
 from agents.runtime.models import Run
 from agents.web import trends
-from core import charts
-from core.htmx import is_partial, vary_on_htmx
+from agents.web.forms import ChartsFilterForm
+from core.htmx import is_partial, render_fragments, vary_on_htmx
 from tenants.errors import AppError
 from tenants.models import Scope
 from tenants.permissions import require_scope
@@ -65,8 +65,9 @@ def run_list(request: HttpRequest) -> HttpResponse:
     runs recovered automatically (filtered by `since` and `worker`)."""
     principal = request.principal  # type: ignore[attr-defined]
     context, status = _table(principal, ConsoleFilterForm(request.GET))
-    if is_partial(request):
-        return vary_on_htmx(render(request, f"{RUNS}#console-table", context, status=status))
+    if is_partial(request):  # the table, and the filter form saying what it did not apply
+        parts = [f"{RUNS}#console-table", f"{RUNS}#console-filters"]
+        return vary_on_htmx(render_fragments(request, parts, context, status=status))
     history, history_status = recovered.recovered_context(
         principal, RecoveredFilterForm(request.GET), timezone.now()
     )
@@ -87,7 +88,8 @@ def run_recovered(request: HttpRequest) -> HttpResponse:
         RecoveredFilterForm(request.GET),
         timezone.now(),
     )
-    return render(request, f"{RUNS}#recovered-list", context, status=status)
+    parts = [f"{RUNS}#recovered-list", f"{RUNS}#recovered-filters"]
+    return render_fragments(request, parts, context, status=status)
 
 
 @require_GET
@@ -108,17 +110,21 @@ def run_summary(request: HttpRequest) -> HttpResponse:
 def run_charts(request: HttpRequest) -> HttpResponse:
     """Runs over time by status and step latency over time, which the list page loads after
     itself (like the counts); without htmx, the console page for the same period."""
-    period = charts.period_named(request.GET.get("period"))
-    if not is_partial(request):
-        return redirect(reverse("console:console_runs") + f"?period={period.key}")
-    context = {"charts": trends.runs_charts(request.principal, period.key)}  # type: ignore[attr-defined]
-    return vary_on_htmx(render(request, f"{RUNS}#console-charts", context))
+    filters = ChartsFilterForm(request.GET)
+    if not is_partial(request):  # the page says if the period is bad
+        return redirect(
+            reverse("console:console_runs") + "?" + trends.charts_query(request, filters)
+        )
+    context = {
+        "charts": trends.runs_charts(request.principal, filters.chosen_period()),  # type: ignore[attr-defined]
+        "chart_filters": filters,
+    }
+    status = 200 if filters.is_valid() else 400
+    return vary_on_htmx(render(request, f"{RUNS}#console-charts", context, status=status))
 
 
 def _table(principal: Principal, filters: ConsoleFilterForm) -> tuple[dict[str, Any], int]:
-    if not filters.is_valid():
-        return {"filters": filters, "runs": [], "invalid": True}, 400
-    data = filters.cleaned_data
+    data = filters.applied()  # a bad filter is not applied (the form says so)
     page = selectors.runs_page(
         principal,
         now=timezone.now(),
@@ -142,7 +148,7 @@ def _table(principal: Principal, filters: ConsoleFilterForm) -> tuple[dict[str, 
         "here": here,
         # what the live feed compares on subscribe (agents/console/live.py)
         "live_filter": urlencode({**position, "shown": selectors.rows_key(page.runs)}),
-    }, 200
+    }, 200 if filters.is_valid() else 400
 
 
 @require_POST
@@ -193,6 +199,7 @@ def _render_run(
     *,
     notice: str = "",
     state_errors: list[str] | None = None,
+    state_syntax: Any = None,
     state_draft: str | None = None,
     form_errors: str = "",
 ) -> HttpResponse:
@@ -200,6 +207,7 @@ def _render_run(
     context.update(
         notice=notice,
         state_errors=state_errors or [],
+        state_syntax=state_syntax,
         form_errors=form_errors,
         replay_form=ReplayForm(initial={"seq": run.step_seq}),
     )
@@ -273,13 +281,18 @@ def run_action(request: HttpRequest, run_id: uuid.UUID, action: str) -> HttpResp
     form_class, apply, done = ACTIONS[action]
     form = form_class(request.POST)
     if not form.is_valid():
-        errors = "; ".join(f"{f}: {' '.join(e)}" for f, e in form.errors.items())
-        return _render_run(request, run, 400, form_errors=errors)
+        if "state" in form.errors:  # said beside the editor, like its JSON
+            draft = form.data.get("state", "")
+            return _render_run(
+                request, run, 400, state_errors=form.errors["state"], state_draft=draft
+            )
+        return _render_run(request, run, 400, form_errors=_form_problems(form))
     try:
         result = apply(request.principal, run, form.cleaned_data)  # type: ignore[attr-defined]
     except InvalidState as exc:
+        draft = form.data.get("state", "")
         return _render_run(
-            request, run, 400, state_errors=exc.problems, state_draft=form.data.get("state", "")
+            request, run, 400, state_errors=exc.problems, state_syntax=exc.syntax, state_draft=draft
         )
     except RunChanged as exc:
         fresh = _reload(run)
@@ -302,6 +315,16 @@ def run_action(request: HttpRequest, run_id: uuid.UUID, action: str) -> HttpResp
         messages.success(request, done)
         return redirect("console:console_run", run_id=run.pk)
     return _render_run(request, result, notice=done)
+
+
+def _form_problems(form: VersionForm) -> str:
+    """A refused action's inputs, in words. The version and the last event seen are the
+    page's own: without them the page is stale (or was edited by hand)."""
+    if "version" in form.errors or "seen" in form.errors:
+        return "This page did not say which version of the run it showed: reload it and try again."
+    return " ".join(
+        f"{form[name].label}: {' '.join(errors)}" for name, errors in form.errors.items()
+    )
 
 
 def _reload(run: Run) -> Run:

@@ -19,6 +19,7 @@ from agents.runtime import errors, selectors, services
 from agents.runtime.definitions import all_agents
 from agents.runtime.serializers import RunSerializer
 from agents.web import serializers as s
+from agents.web.forms import customer_for
 from approvals import selectors as approval_selectors
 from approvals.serializers import DecisionResultSerializer, DecisionSerializer
 from approvals.services import approval_decide
@@ -219,7 +220,9 @@ class RunListView(ApiView):
     )
     @idempotent
     def post(self, request: Request) -> Response:
-        """Start a run of an agent with a JSON object as input."""
+        """Start a run of an agent with a JSON object as input. A member's run is for
+        themselves: its `input.customer` is the signed-in member, whatever the body says (as
+        on the runs page and in the chat); staff and API keys name any customer."""
         data = validated(s.RunCreateSerializer, request.data)
         principal = request.principal
         session = None
@@ -232,9 +235,20 @@ class RunListView(ApiView):
                     {"session": [f"This conversation is with agent {session.agent!r}."]}
                 )
         run = services.run_start(
-            principal=principal, agent=data["agent"], input=data["input"], session=session
+            principal=principal,
+            agent=data["agent"],
+            input=_run_input(principal, data["input"]),
+            session=session,
         )
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+def _run_input(principal: Principal, given: dict[str, Any]) -> dict[str, Any]:
+    """The input of a new run: a member (signed in, not an API key) asks for themselves, like
+    the runs page's read-only Customer field (agents/web/forms.py) and the chat."""
+    if principal.api_key is None and principal.sees_only_own:
+        return {**given, "customer": customer_for(principal)}
+    return given
 
 
 class RunDetailView(ApiView):

@@ -10,6 +10,8 @@ from django import forms
 
 from agents.runtime.definitions import all_agents
 from agents.runtime.models import RunStatus
+from core.charts import PERIODS
+from core.filters import Choice, FilterForm, Text, quoted
 from tenants.principal import Principal
 
 DEFAULT_MESSAGE = "Please refund $400 for order A-1001, I was charged twice"
@@ -46,10 +48,24 @@ class StartRunForm(forms.Form):
         }
 
 
-class RunFilterForm(forms.Form):
-    status = forms.ChoiceField(required=False, choices=())
-    agent = forms.ChoiceField(required=False, choices=())
-    before = forms.CharField(required=False, max_length=100)
+def period_field() -> Choice:
+    """The period of the runs pages' charts (chosen by links, not a control of the form)."""
+    return Choice(
+        noun="a period",
+        label="Period of the charts",
+        choices=[("", "The default"), *((p.key, p.label) for p in PERIODS.values())],
+        widget=forms.HiddenInput,
+    )
+
+
+class RunFilterForm(FilterForm):
+    """The runs list's filters (core/filters.py: a bad one is said, and not applied)."""
+
+    status = Choice(noun="a status", label="Status")
+    agent = Choice(noun="an agent", label="Agent")
+    before = Text(max_length=100, label="Position", widget=forms.HiddenInput)
+    # The charts' period (their own request reads it; the page says when it is bad).
+    period = period_field()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -61,8 +77,24 @@ class RunFilterForm(forms.Form):
         return parse_cursor(raw) if raw else None
 
 
+DEFAULT_PERIOD = "24h"
+
+
+class ChartsFilterForm(FilterForm):
+    """The period of the charts, which the runs page and the console load after themselves."""
+
+    period = period_field()
+
+    def chosen_period(self) -> str:
+        """The period to draw: the one asked for, or the default."""
+        return self.applied()["period"] or DEFAULT_PERIOD
+
+
 def make_cursor(created_at: dt.datetime, pk: uuid.UUID) -> str:
     return f"{created_at.isoformat()}|{pk}"
+
+
+NOT_A_POSITION = "%s is not a position in the list: it starts from the newest."
 
 
 def parse_cursor(raw: str) -> tuple[dt.datetime, uuid.UUID]:
@@ -72,9 +104,9 @@ def parse_cursor(raw: str) -> tuple[dt.datetime, uuid.UUID]:
         created_at = dt.datetime.fromisoformat(stamp)
         cursor = (created_at, uuid.UUID(pk))
     except ValueError:
-        raise forms.ValidationError("This is not a position in the list.") from None
+        raise forms.ValidationError(NOT_A_POSITION % quoted(raw)) from None
     if created_at.tzinfo is None:
-        raise forms.ValidationError("This is not a position in the list.")
+        raise forms.ValidationError(NOT_A_POSITION % quoted(raw))
     return cursor
 
 

@@ -276,10 +276,9 @@ def run_context(
 
 
 def runs_table(principal: Principal, filters: RunFilterForm) -> tuple[dict[str, Any], int]:
-    """One page of runs for the filter form, and the status code it deserves."""
-    if not filters.is_valid():
-        return {"filters": filters, "runs": [], "invalid": True, "live_filter": ""}, 400
-    data = filters.cleaned_data
+    """One page of runs for the filter form (a bad filter is not applied), and the status
+    code it deserves."""
+    data = filters.applied()
     runs = selectors.runs_for(principal, status=data["status"] or None, agent=data["agent"] or None)
     page = paginate(
         runs.select_related("created_by"),
@@ -301,7 +300,7 @@ def runs_table(principal: Principal, filters: RunFilterForm) -> tuple[dict[str, 
         "newest_url": ("?" + urlencode(keep)) if data["before"] else None,
         "only_own": principal.sees_only_own,
         "live_filter": urlencode(live),
-    }, 200
+    }, 200 if filters.is_valid() else 400
 
 
 def dress_runs(runs: list[Run], now: dt.datetime | None = None) -> list[Run]:
@@ -338,9 +337,9 @@ def _took_s(run: Run) -> float | None:
 
 def run_matches(run: Run, filters: RunFilterForm) -> bool:
     """Whether a new run belongs at the top of the list these filters show."""
-    if not filters.is_valid() or filters.cleaned_data["before"]:
+    data = filters.applied()
+    if data["before"]:
         return False
-    data = filters.cleaned_data
     return (not data["status"] or run.status == data["status"]) and (
         not data["agent"] or run.agent == data["agent"]
     )

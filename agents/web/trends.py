@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from typing import Any
+from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -15,6 +16,7 @@ from django.views.decorators.http import require_GET
 
 from agents.runtime import selectors
 from agents.runtime.models import WAITING
+from agents.web.forms import ChartsFilterForm
 from core import charts
 from core.htmx import is_partial, vary_on_htmx
 from tenants.models import Scope
@@ -38,11 +40,20 @@ _SERIES_OF = {s: "waiting" for s in WAITING}
 def runs_charts_view(request: HttpRequest) -> HttpResponse:
     """The runs page's charts, which it loads after itself (so the list never waits for
     them); without htmx, the runs page showing the same period."""
-    period = charts.period_named(request.GET.get("period"))
-    if not is_partial(request):
-        return redirect(reverse("agents:runs") + f"?period={period.key}")
-    context = {"charts": runs_charts(request.principal, period.key)}  # type: ignore[attr-defined]
-    return vary_on_htmx(render(request, "agents/runs.html#runs-charts", context))
+    filters = ChartsFilterForm(request.GET)
+    if not is_partial(request):  # the page says if the period is bad
+        return redirect(reverse("agents:runs") + "?" + charts_query(request, filters))
+    context = {
+        "charts": runs_charts(request.principal, filters.chosen_period()),  # type: ignore[attr-defined]
+        "chart_filters": filters,
+    }
+    status = 200 if filters.is_valid() else 400
+    return vary_on_htmx(render(request, "agents/runs.html#runs-charts", context, status=status))
+
+
+def charts_query(request: HttpRequest, filters: ChartsFilterForm) -> str:
+    """The page's query for the period asked (as given, so that the page can refuse it)."""
+    return urlencode({"period": request.GET.get("period") or filters.chosen_period()})
 
 
 def runs_charts(principal: Principal, period_key: str | None = None) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from agents.web import chat, context_record, pages
 from agents.web.forms import DecisionForm, RunFilterForm, StartRunForm
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
-from core.htmx import is_partial, vary_on_htmx
+from core.htmx import is_partial, render_fragments, vary_on_htmx
 from core.params import positive_int
 from tenants.errors import AppError
 from tenants.models import Scope
@@ -47,8 +47,9 @@ def run_list(request: HttpRequest) -> HttpResponse:
     """Runs of the tenant (a member's own), newest first, filtered, paged by a cursor."""
     filters = RunFilterForm(request.GET)
     table, status = pages.runs_table(request.principal, filters)
-    if is_partial(request):
-        return vary_on_htmx(render(request, f"{RUNS}#runs-table", table, status=status))
+    if is_partial(request):  # the table, and the filter form saying what it did not apply
+        parts = [f"{RUNS}#runs-table", f"{RUNS}#runs-filters"]
+        return vary_on_htmx(render_fragments(request, parts, table, status=status))
     return vary_on_htmx(_runs_page(request, table, status=status))
 
 

@@ -25,6 +25,7 @@ from agents.runtime.models import (
 from approvals.models import ApprovalRequest
 from approvals.services import approval_request_create
 from core.models import IdempotencyRecord
+from tenants.models import AuditEvent
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents import agents_for_tests  # noqa: F401 - registers the test agents
@@ -233,9 +234,9 @@ def test_sessions_are_listed_newest_first_and_members_see_only_their_own(
 # --- runs -----------------------------------------------------------------------------------------
 
 
-def test_starting_a_run_queues_it_and_returns_it(as_member, member, tenant_a, enqueued):
+def test_starting_a_run_queues_it_and_returns_it(as_manager, manager, tenant_a, enqueued):
     data = {"agent": "refund_desk", "input": {"customer": "c-1", "message": "hi"}}
-    response = post(as_member, "/api/v1/runs", data)
+    response = post(as_manager, "/api/v1/runs", data)
     assert response.status_code == 201, response.json()
     body = response.json()
     assert (body["status"], body["agent"], body["current_step"]) == (
@@ -243,8 +244,65 @@ def test_starting_a_run_queues_it_and_returns_it(as_member, member, tenant_a, en
         "refund_desk",
         "model",
     )
-    assert body["input"] == data["input"] and body["created_by"] == member.user.username
+    assert body["input"] == data["input"] and body["created_by"] == manager.user.username
     assert count(Run, tenant_a) == 1
+
+
+# Like the runs page's form, whose Customer field is read-only for members, and the chat: an
+# end user's run is for themselves, whatever customer the body names.
+
+
+@pytest.mark.parametrize(
+    "run_input",
+    [
+        {"customer": "someone-else@example.com", "message": "refund them"},
+        {"message": "refund me"},
+        {"customer": "", "message": "refund me"},
+    ],
+    ids=["another-customer", "no-customer", "empty-customer"],
+)
+def test_a_members_api_run_is_for_themselves_whatever_customer_the_body_names(
+    as_member, member, tenant_a, enqueued, run_input
+):
+    response = post(as_member, "/api/v1/runs", {"agent": "refund_desk", "input": run_input})
+    assert response.status_code == 201, response.json()
+    themselves = member.user.username
+    assert response.json()["input"] == {**run_input, "customer": themselves}
+    [run] = list_runs(tenant_a)
+    assert run.input["customer"] == themselves and run.input["message"] == run_input["message"]
+    with tenant_scope(tenant_a.pk):
+        audit = AuditEvent.objects.for_tenant(tenant_a).get(action="run.started")
+    assert audit.after["input"]["customer"] == themselves
+
+
+@pytest.mark.parametrize("who", ["manager", "admin"])
+def test_managers_and_admins_start_api_runs_for_any_customer(client_for, tenant_a, enqueued, who):
+    data = {"agent": "refund_desk", "input": {"customer": "c-9", "message": "hi"}}
+    response = post(client_for(who), "/api/v1/runs", data)
+    assert response.status_code == 201 and response.json()["input"] == data["input"]
+
+
+def test_an_api_key_starts_runs_for_any_customer(tenant_a, enqueued):
+    key = factories.make_api_key(tenant_a, ["read", "write"])
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {key.raw}")
+    data = {"agent": "refund_desk", "input": {"customer": "c-9", "message": "hi"}}
+    response = post(client, "/api/v1/runs", data)
+    assert response.status_code == 201 and response.json()["input"] == data["input"]
+
+
+def test_a_members_run_in_their_own_conversation_is_for_themselves_too(
+    as_member, member, tenant_a, enqueued
+):
+    session = open_session(member)
+    data = {"agent": "refund_desk", "session": str(session.pk), "input": {"customer": "c-9"}}
+    response = post(as_member, "/api/v1/runs", data)
+    assert response.status_code == 201
+    assert response.json()["input"] == {"customer": member.user.username}
+
+
+def list_runs(tenant) -> list[Run]:
+    with tenant_scope(tenant.pk):
+        return list(Run.objects.for_tenant(tenant))
 
 
 def test_a_run_may_belong_to_a_conversation_of_the_same_agent(as_member, member, tenant_a):

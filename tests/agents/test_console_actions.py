@@ -162,7 +162,7 @@ def test_editing_the_state_replaces_the_latest_checkpoints_state_and_audits_both
         ('{"item": "chair", "qty": 0}', "qty: 0 is less than the minimum of 1"),
         ('{"item": "chair"}', "'qty' is a required property"),
         ("[1, 2]", "must be a JSON object"),
-        ('{"item": ', "Not valid JSON"),
+        ('{"item": ', "Line 1, column 10: A value was expected here"),
     ],
 )
 def test_state_that_fails_the_agents_schema_is_refused_and_nothing_is_saved(

@@ -230,16 +230,16 @@ def test_the_recovered_history_filters_by_time_and_by_worker_id_or_host(
 
 
 @pytest.mark.parametrize(
-    ("query", "error"),
+    ("query", "field", "error"),
     [
-        ("since=week", "When lost: Choose the last hour or the last day."),
-        ("since=HOUR", "When lost: Choose the last hour or the last day."),
-        ("worker=bad+worker%21", "Lost worker: A worker is named like host:1234"),
-        ("worker=%3Cscript%3E", "Lost worker: A worker is named like host:1234"),
-        ("worker=" + "h" * 201, "Lost worker: A worker id has at most 200 characters."),
+        ("since=week", "since", "“week” is not a time window. Choose one of: hour, day."),
+        ("since=HOUR", "since", "“HOUR” is not a time window. Choose one of: hour, day."),
+        ("worker=bad+worker%21", "worker", "“bad worker!” is not a worker: give one like"),
+        ("worker=%3Cscript%3E", "worker", "“&lt;script&gt;” is not a worker: give one like"),
+        ("worker=" + "h" * 201, "worker", "At most 200 characters (this one has 201)."),
     ],
 )
-def test_a_bad_recovered_filter_answers_400_with_an_inline_error(client_for, query, error):
+def test_a_bad_recovered_filter_answers_400_with_an_inline_error(client_for, query, field, error):
     client = client_for("admin")
     for response in (
         client.get(f"/console/recovered/?{query}", **HX),
@@ -247,7 +247,8 @@ def test_a_bad_recovered_filter_answers_400_with_an_inline_error(client_for, que
     ):
         assert response.status_code == 400
         page = text(response)
-        assert f'<p class="error" role="alert">{error}' in page
+        assert f'<span class="error" id="filter-{field}-error">{error}' in page
+        assert 'id="recovered-filters-problems" role="alert"' in page
         assert "Select a valid choice" not in page
 
 
@@ -331,7 +332,9 @@ def test_the_recovered_feed_renders_the_history_when_a_run_of_the_window_was_los
     assert f"/console/runs/{run.pk}/" in html and f"<code>{RESCUER}</code>" in html
     other = start()
     assert live.recovered_feed(principal, event(other, "step.started"), "since=hour") == []
-    assert live.recovered_feed(principal, event(run, "run.lost"), "worker=bad!") == []
+    # A bad filter is not applied (pages subscribe with what they applied anyway).
+    [unfiltered] = live.recovered_feed(principal, event(run, "run.lost"), "worker=bad!")
+    assert f"/console/runs/{run.pk}/" in unfiltered
     [on_subscribe] = live.recovered_feed(principal, None, "since=hour")  # no `shown`: sent
     assert f"/console/runs/{run.pk}/" in on_subscribe
 
@@ -348,7 +351,9 @@ def test_on_subscribe_the_recovered_feed_sends_the_history_only_if_the_page_is_b
     claim(run, RESCUER)
     [caught_up] = live.recovered_feed(principal, None, shown)  # e.g. after a reconnect
     assert f"<code>{RESCUER}</code>" in caught_up
-    assert live.recovered_feed(principal, None, "since=week") == []  # the page shows the error
+    # A bad window is not applied: the history of the default one (the last day) is sent.
+    [default] = live.recovered_feed(principal, None, "since=week")
+    assert f"<code>{RESCUER}</code>" in default and "lost in the last day" in default
 
 
 @pytest.mark.parametrize("role", ["manager", "member", "viewer"])

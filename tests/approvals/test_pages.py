@@ -213,7 +213,9 @@ def test_a_bad_filter_is_a_400_with_a_way_back(client_for, members, query):
     make_request(members["member"])
     response = client_for("manager").get(f"/approvals/?{query}")
     assert response.status_code == 400
-    assert "Show the pending requests" in response.content.decode()
+    page = text(response)
+    assert 'class="filter-problems" id="inbox-filters-problems" role="alert"' in page
+    assert '<a href="/approvals/">Clear this filter</a>' in page
 
 
 def test_the_inbox_list_subscribes_to_the_live_feed_instead_of_polling(client_for, members):
@@ -379,7 +381,10 @@ def test_arguments_of_a_tool_without_a_flat_schema_are_edited_as_json(
     assert 'name="arguments_json"' in page
     url = f"/approvals/{request.pk}/decide/"
     bad = client.post(url, {"decision": "approve", "edit": "1", "arguments_json": "{"}, **HX)
-    assert bad.status_code == 400 and "not valid JSON" in bad.content.decode()
+    assert (
+        bad.status_code == 400
+        and "Line 1, column 2: A key in double quotes" in bad.content.decode()
+    )
     not_object = {"decision": "approve", "edit": "1", "arguments_json": "[1]"}
     assert client.post(url, not_object, **HX).status_code == 400
     good = {"decision": "approve", "edit": "1", "arguments_json": '{"x": [3]}'}

@@ -137,6 +137,6 @@ def test_an_admin_sees_the_state_schema_refuse_an_edit_and_the_checkpoint_diffs(
     expect(page.locator("#console-status")).to_contain_text("Failed")
     page.get_by_label(re.compile("State JSON")).fill('{"history": ')
     page.get_by_role("button", name="Save state").click()
-    expect(page.locator("#state-errors")).to_contain_text("Not valid JSON")
+    expect(page.locator("#state-errors")).to_contain_text("Line 1, column 13: A value was expected")
     screenshot(page, "console-run-state-error")
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
