@@ -39,3 +39,23 @@ class PolicyForm(forms.Form):
 
 class SupportAccessForm(forms.Form):
     support_access = forms.BooleanField(required=False)
+
+
+class MemoryFilterForm(forms.Form):
+    """The privacy page's search box and category filter (GET)."""
+
+    q = forms.CharField(
+        max_length=200,
+        required=False,
+        strip=True,
+        error_messages={"max_length": "Search for at most %(limit_value)d characters."},
+    )
+    category = forms.RegexField(
+        regex=r"^[a-z][a-z0-9_]{0,39}$",
+        max_length=40,
+        required=False,
+        error_messages={
+            "invalid": "There is no such category.",
+            "max_length": "There is no such category.",
+        },
+    )

@@ -190,9 +190,11 @@ def fact_for(principal: Principal, fact_id: Any, *, subject: Any = None) -> Memo
         raise Http404 from None
 
 
-def grouped_facts(*, tenant_id: Any, subject_id: Any) -> list[dict[str, Any]]:
-    """The privacy page: categories in order, each with its facts and their history."""
-    facts = live_facts(tenant_id=tenant_id, subject_id=subject_id)
+def group_by_category(
+    *, tenant_id: Any, subject_id: Any, facts: list[MemoryFact]
+) -> list[dict[str, Any]]:
+    """The privacy page: `facts` with their history, in groups per category (the tenant's
+    order), each group keeping the order the facts came in."""
     history = history_of(
         tenant_id=tenant_id, subject_id=subject_id, lineages=[f.lineage for f in facts]
     )
@@ -287,6 +289,39 @@ def fact_in_tenant(principal: Principal, fact_id: Any) -> MemoryFact:
         return MemoryFact.objects.for_tenant(principal.tenant).defer("embedding").get(pk=fact_id)
     except (MemoryFact.DoesNotExist, ValueError, TypeError, ValidationError):
         raise Http404 from None
+
+
+def matching_fact_ids(
+    *, tenant_id: Any, subject_id: Any, query: str, facts: list[MemoryFact]
+) -> list[Any]:
+    """The privacy page's search over `facts` (the subject's live ones): ids of those that
+    share a word's stem with `query` or, with an embedding model, say much the same thing
+    (ranked as an agent's retrieval ranks them), then those that contain it as typed (part
+    of a word, while someone types). Best first."""
+    vector, model = query_vector(query)
+    found = retrieval.search(
+        tenant_id=tenant_id,
+        subject_id=subject_id,
+        query=query,
+        vector=vector,
+        model=model,
+        limit=max(len(facts), 1),
+    )
+    # Retrieval keeps pinned facts whatever the query, and a weak likeness is enough for an
+    # agent's context; a person searching wants what matches.
+    ranked = [
+        f.id for f in found if f.text_score > 0 or (f.vector_score or 0) >= SEARCH_MIN_SIMILARITY
+    ]
+    needle = " ".join(query.lower().split())
+    typed = [f.pk for f in facts if needle and needle in " ".join(f.text.lower().split())]
+    return list(dict.fromkeys([*ranked, *typed]))
+
+
+# Cosine similarity a fact needs to match a search by meaning alone. With all-MiniLM-L6-v2,
+# "pet" finds "Has a dog named Rex" (0.40), "job" finds "Works as a nurse" (0.38), "food
+# allergy" finds "Allergic to peanuts" (0.62); unrelated facts of the same person stayed
+# under 0.31 in our samples (retrieval's own floor, MEMORY_MIN_SIMILARITY, is 0.2).
+SEARCH_MIN_SIMILARITY = 0.35
 
 
 def search_facts(*, tenant_id: Any, subject_id: Any, query: str, limit: int) -> dict[str, Any]:

@@ -13,21 +13,30 @@ import json
 import uuid
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth import login
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from core.confirm import confirmation_response
 from core.htmx import is_partial, vary_on_htmx
-from memory import embeddings, links, policies, selectors, services
-from memory.forms import DeleteAllForm, FactEditForm, PolicyForm, SupportAccessForm
+from memory import embeddings, links, pages, policies, selectors, services
+from memory.forms import (
+    DeleteAllForm,
+    FactEditForm,
+    MemoryFilterForm,
+    PolicyForm,
+    SupportAccessForm,
+)
 from memory.models import MemoryPolicy
 from tenants.audit import audit_record
 from tenants.errors import AppError
 from tenants.middleware import SESSION_PRIVACY_ONLY_KEY, SESSION_TENANT_KEY
-from tenants.models import Role, Scope
+from tenants.models import Scope
 from tenants.permissions import require_scope
 from tenants.principal import Principal
 from tenants.selectors import members_for_tenant
@@ -38,28 +47,37 @@ LINK_CONFIRM = "memory/link_confirm.html"
 LINK_INVALID = "memory/link_invalid.html"
 
 
-def _page_context(principal: Principal, subject: Any) -> dict[str, Any]:
-    own = subject.pk == principal.user.pk  # type: ignore[union-attr]
-    groups = selectors.grouped_facts(tenant_id=principal.tenant.pk, subject_id=subject.pk)
-    return {
-        "subject": subject,
-        "own": own,
-        "groups": groups,
-        "count": sum(len(g["facts"]) for g in groups),
-        "embeddings_on": embeddings.get_provider() is not None,
-        "may_support": principal.role in (Role.ADMIN, Role.MANAGER)
-        and policies.support_access(principal.tenant.pk),
-        "is_admin": principal.can(Scope.ADMIN),
-    }
+def _filters(data: Any) -> tuple[pages.Filters, str]:
+    """The page's search and category from `data` (GET or POST), and the error if they are
+    not valid (then the page shows no facts, and says why)."""
+    form = MemoryFilterForm(data)
+    if not form.is_valid():
+        return pages.Filters(), next(e for errs in form.errors.values() for e in errs)
+    return pages.Filters(q=form.cleaned_data["q"], category=form.cleaned_data["category"]), ""
+
+
+def _links(request: HttpRequest) -> bool:
+    # A privacy link's session reaches this page only: a link elsewhere would log it out.
+    return request.session.get(SESSION_PRIVACY_ONLY_KEY) is None
+
+
+def _context(request: HttpRequest, subject: Any, filters: pages.Filters, error: str = ""):
+    principal: Principal = request.principal  # type: ignore[attr-defined]
+    context = pages.privacy_context(principal, subject, filters, links=_links(request))
+    if error:
+        context.update(groups=[], shown=0, filter_error=error)
+    return context
 
 
 @require_GET
 @require_scope(Scope.READ)
 def privacy(request: HttpRequest) -> HttpResponse:
-    """Everything remembered about me (or, with support access, about a member)."""
+    """Everything remembered about me (or, with support access, about a member), searched
+    and filtered by category; htmx asks for the list alone as someone types."""
     principal: Principal = request.principal  # type: ignore[attr-defined]
     subject = selectors.subject_for(principal, request.GET.get("subject"))
-    context = _page_context(principal, subject)
+    filters, error = _filters(request.GET)
+    context = _context(request, subject, filters, error)
     if not context["own"]:
         audit_record(
             tenant=principal.tenant,
@@ -67,10 +85,29 @@ def privacy(request: HttpRequest) -> HttpResponse:
             action="memory.support_viewed",
             target_type="auth.user",
             target_id=str(subject.pk),
+            after=filters.as_query() if filters.active else None,
         )
+    status = 400 if error else 200
+    if is_partial(request):
+        # The search box is not swapped while someone types in it: the category it sends
+        # travels out of band, and so does its text after a link changed the filters.
+        context["oob"] = True
+        context["sync_search"] = request.htmx.trigger != "memory-search"  # type: ignore[attr-defined]
+        response = render(request, f"{PAGE}#memory-list", context, status=status)
+        response["HX-Trigger"] = json.dumps({"memory-searched": {"message": _found(context)}})
+        return vary_on_htmx(response)
     if context["may_support"]:
         context["members"] = members_for_tenant(tenant=principal.tenant)
-    return vary_on_htmx(render(request, PAGE, context))
+    return vary_on_htmx(render(request, PAGE, context, status=status))
+
+
+def _found(context: dict[str, Any]) -> str:
+    if context.get("filter_error"):
+        return context["filter_error"]
+    count, shown = context["count"], context["shown"]
+    if context["filters"].active:
+        return f"{shown} of {count} fact{pluralize(count)} shown."
+    return f"All {count} fact{pluralize(count)} shown."
 
 
 def _own_fact(request: HttpRequest, fact_id: uuid.UUID):
@@ -85,6 +122,7 @@ def fact_edit(request: HttpRequest, fact_id: uuid.UUID) -> HttpResponse:
     principal: Principal = request.principal  # type: ignore[attr-defined]
     fact = _own_fact(request, fact_id)
     form = FactEditForm(request.POST)
+    filters, _ = _filters(request.POST)
     error, status = "", 200
     if form.is_valid():
         try:
@@ -98,32 +136,46 @@ def fact_edit(request: HttpRequest, fact_id: uuid.UUID) -> HttpResponse:
             return vary_on_htmx(
                 render(request, "memory/error.html", {"error": error}, status=status)
             )
-        return redirect("memory:my_memory")
+        return redirect(filters.page_url())
     fact = selectors.fact_for(principal, fact.pk)
     fact.history = selectors.history_of(  # type: ignore[attr-defined]
         tenant_id=principal.tenant.pk, subject_id=fact.subject_id, lineages=[fact.lineage]
     ).get(fact.lineage, [])
-    context = {"fact": fact, "own": True, "error": error, "draft": request.POST.get("text", "")}
+    if _links(request):
+        pages.add_source_links(principal, [fact])
+    pages.with_triggers([fact], filters)
+    context = {
+        "fact": fact,
+        "own": True,
+        "filters": filters,
+        "error": error,
+        "draft": request.POST.get("text", ""),
+    }
     response = render(request, f"{PAGE}#fact", context, status=status)
     if not error:
         response["HX-Trigger"] = json.dumps({"memory-changed": {"message": "Fact updated."}})
     return vary_on_htmx(response)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @require_scope(Scope.READ)
 def fact_delete(request: HttpRequest, fact_id: uuid.UUID) -> HttpResponse:
-    """Forget one fact completely (every version, its embedding, summaries quoting it)."""
+    """GET: ask first, inside the page (htmx) or on a page of its own. POST: forget one fact
+    completely (every version, its embedding, summaries quoting it)."""
     principal: Principal = request.principal  # type: ignore[attr-defined]
     fact = _own_fact(request, fact_id)
+    filters, _ = _filters(request.GET if request.method == "GET" else request.POST)
+    if request.method == "GET":
+        return confirmation_response(request, pages.delete_confirmation(fact, filters))
     services.fact_delete(actor=principal, fact=fact)
     if is_partial(request):
         # The whole list again: a group may now be empty and the counts have changed.
-        context = _page_context(principal, principal.user)
+        context = {**_context(request, principal.user, filters), "deleted": True}
         response = render(request, f"{PAGE}#memory-list", context)
         response["HX-Trigger"] = json.dumps({"memory-changed": {"message": "Fact deleted."}})
         return vary_on_htmx(response)
-    return redirect("memory:my_memory")
+    messages.success(request, "Fact deleted.")
+    return redirect(filters.page_url())
 
 
 @require_POST
@@ -133,7 +185,7 @@ def delete_all(request: HttpRequest) -> HttpResponse:
     principal: Principal = request.principal  # type: ignore[attr-defined]
     form = DeleteAllForm(request.POST)
     if not form.is_valid():
-        context = _page_context(principal, principal.user)
+        context = _context(request, principal.user, pages.Filters())
         context["delete_all_error"] = form.errors["confirm"][0]
         return vary_on_htmx(render(request, PAGE, context, status=400))
     services.facts_delete_all(

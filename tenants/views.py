@@ -4,6 +4,7 @@ The members page is views_members.py; invitation links and password reset views_
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -14,6 +15,8 @@ from tenants.forms import ApiKeyForm, AuditFilterForm, TenantSwitchForm
 from tenants.middleware import SESSION_TENANT_KEY
 from tenants.models import Scope
 from tenants.permissions import require_scope
+
+CONFIRM = "tenants/confirm.html"
 
 
 @require_GET
@@ -96,16 +99,30 @@ def api_keys(request: HttpRequest) -> HttpResponse:
     return render(request, template, context, status=status)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @require_scope(Scope.ADMIN)
 def api_key_revoke(request: HttpRequest, key_id) -> HttpResponse:
+    """GET: the confirmation (the key's row, with htmx; else a page), or with ?keep the row
+    as it was. POST: revoke. The same way to ask as the members page (views_members.py)."""
     principal = request.principal
     key = get_object_or_404(selectors.api_keys_for_tenant(tenant=principal.tenant), pk=key_id)
+    keep = "keep" in request.GET
+    if request.method == "GET":
+        if not request.htmx:
+            return redirect("tenants:api_keys") if keep else render(request, CONFIRM, {"key": key})
+        context = {"key": key, "confirm": not keep, "focus": keep}
+        return render(request, "tenants/api_keys.html#key-row", context)
     error = None
     try:
         services.api_key_revoke(actor=principal, key=key)
     except AppError as exc:
         error = exc.message
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        else:
+            messages.success(request, f"{key.name} was revoked.")
+        return redirect("tenants:api_keys")
     return render(
         request,
         "tenants/api_keys.html#key-row",

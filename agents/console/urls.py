@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from agents.console import views
+from agents.console import confirmations, views
 
 app_name = "console"
 
@@ -14,4 +14,9 @@ urlpatterns = [
     path("runs/bulk/", views.run_bulk, name="console_bulk"),
     path("runs/<uuid:run_id>/", views.run_detail, name="console_run"),
     path("runs/<uuid:run_id>/<slug:action>/", views.run_action, name="console_action"),
+    path(
+        "runs/<uuid:run_id>/<slug:action>/confirm/",
+        confirmations.confirm_action,
+        name="console_confirm",
+    ),
 ]

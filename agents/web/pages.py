@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.db.models import Count, Q, QuerySet
+from django.urls import reverse
 from django.utils import timezone
 
 from agents.conversations import selectors as conversation_selectors
@@ -33,6 +34,7 @@ from agents.runtime.models import (
 from agents.web import waterfall
 from agents.web.forms import RunFilterForm, make_cursor
 from approvals.models import ApprovalRequest
+from core.confirm import Confirmation, Trigger
 from core.paging import NEWEST_FIRST, paginate
 from tenants.models import AuditEvent
 from tenants.principal import Principal
@@ -242,7 +244,27 @@ def audit_trail(run: Run, approvals: list) -> list:
 
 
 def summary_context(run: Run) -> dict[str, Any]:
-    return {"run": run, "progress": progress(run), "error_detail": error_detail(run.error)}
+    return {
+        "run": run,
+        "progress": progress(run),
+        "error_detail": error_detail(run.error),
+        "cancel_trigger": cancel_confirmation(run).trigger,
+    }
+
+
+def cancel_confirmation(run: Run) -> Confirmation:
+    """ "Cancel run" asks first, in the page (core.confirm)."""
+    url = reverse("agents:run_cancel", args=[run.pk])
+    return Confirmation(
+        trigger=Trigger.make(url, "Cancel run"),
+        question="Cancel this run?",
+        detail="A step in progress finishes first; then the run stops for good.",
+        confirm_label="Cancel run",
+        keep_label="Keep it running",
+        action_url=url,
+        target="#run-live",
+        back_url=reverse("agents:run_detail", args=[run.pk]),
+    )
 
 
 def run_context(

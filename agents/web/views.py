@@ -9,7 +9,7 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from agents.runtime import selectors, services
@@ -19,6 +19,7 @@ from agents.web import chat, context_record, pages
 from agents.web.forms import DecisionForm, RunFilterForm, StartRunForm
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
+from core.confirm import confirmation_response
 from core.htmx import is_partial, render_fragments, vary_on_htmx
 from core.params import positive_int
 from tenants.errors import AppError
@@ -111,11 +112,14 @@ def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     return vary_on_htmx(_run_response(request, pages.run_context(run)))
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @require_scope(Scope.WRITE)
 def run_cancel(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
-    """Cancel the run (a running one stops at its next step boundary)."""
+    """GET: ask first (core.confirm). POST: cancel the run (a running one stops at its next
+    step boundary)."""
     run = get_run_for_member(request, run_id)
+    if request.method == "GET":
+        return confirmation_response(request, pages.cancel_confirmation(run))
     try:
         run = services.run_cancel(principal=request.principal, run=run)
     except AppError as exc:

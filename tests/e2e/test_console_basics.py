@@ -71,11 +71,18 @@ def test_an_admin_creates_a_key_sees_it_once_and_revokes_it_without_reloading(
     page.get_by_role("button", name="Create key").click()
     raw = page.locator("#new-key").inner_text()
     assert raw.startswith(f"ak_{acme.pk.hex}_")
-    expect(page.get_by_role("cell", name="chat-ops bot")).to_be_visible()
+    expect(page.get_by_role("cell", name="chat-ops bot", exact=True)).to_be_visible()
     screenshot(page, "api-keys-created")
 
-    page.once("dialog", lambda dialog: dialog.accept())
-    page.get_by_role("button", name="Revoke").click()
+    # Revoking asks first, in the key's row (no browser dialog); Cancel puts the row back.
+    page.get_by_role("link", name="Revoke chat-ops bot").click()
+    question = page.get_by_role("group", name="Revoke chat-ops bot?")
+    expect(question.get_by_role("link", name="Cancel")).to_be_focused()
+    screenshot(page, "api-keys-revoke-question")
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("link", name="Revoke chat-ops bot")).to_be_focused()
+    page.get_by_role("link", name="Revoke chat-ops bot").click()
+    question.get_by_role("button", name="Revoke key").click()
     expect(page.get_by_role("cell", name="revoked")).to_be_visible()
     assert page.evaluate("window.__marker") == "same page"  # htmx swapped, no reload
     with tenant_scope(acme.pk):

@@ -274,8 +274,10 @@ def test_a_manager_cancels_from_the_live_page_and_the_waiting_step_goes_away(
         expect(page.locator("#run-approvals article.approval")).to_contain_text("Pending")
         screenshot(page, "live-run-waiting-approval")
         page.evaluate("window.__marker = 'same page'")
-        page.once("dialog", lambda dialog: dialog.accept())
-        page.get_by_role("button", name="Cancel run").click()  # a form the socket rendered
+        page.get_by_role("link", name="Cancel run").click()  # asks first, in the page
+        question = page.get_by_role("group", name="Cancel this run?")
+        expect(question.get_by_role("link", name="Keep it running")).to_be_focused()
+        question.get_by_role("button", name="Cancel run").click()
         expect(summary).to_contain_text("Cancelled")
         expect(page.locator("#step-5")).to_have_count(0)  # it never ran
         expect(page.locator("#run-approvals article.approval")).to_contain_text("Cancelled")

@@ -20,6 +20,15 @@ from tests.memory.test_engine import payments, replies, run_desk  # noqa: F401  
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
+@pytest.fixture(scope="module")
+def words_only_url(django_db_setup, django_db_blocker):
+    """A console whose searches match by words only: cold, the local embedding model takes
+    some 20 s to load on these CPUs (a real server warms it as it starts)."""
+    proc, url = processes.start_asgi("console-words-only", MEMORY_EMBEDDING_PROVIDER="none")
+    yield url
+    proc.stop()
+
+
 @pytest.fixture
 def acme(settings):
     settings.MEMORY_EMBEDDING_PROVIDER = "none"  # the in-process runs rank by full text
@@ -56,8 +65,8 @@ def test_an_end_user_edits_deletes_and_exports_and_the_agent_forgets(
     expect(page.get_by_role("status")).to_have_text("Fact updated.")
     expect(paris.get_by_text("History: 1 earlier version")).to_be_visible()
 
-    page.once("dialog", lambda dialog: dialog.accept())
-    page.get_by_role("button", name=re.compile("Delete: Prefers to be contacted")).click()
+    page.get_by_role("link", name=re.compile("Delete the fact “Prefers to be contacted")).click()
+    page.get_by_role("group", name="Delete this fact?").get_by_role("button", name="Delete").click()
     expect(page.get_by_text("Prefers to be contacted by email")).to_have_count(0)
     expect(page.get_by_role("status")).to_have_text("Fact deleted.")
     paris.get_by_text("History: 1 earlier version").click()
@@ -123,3 +132,129 @@ def test_an_admin_grants_support_access_and_sets_a_policy(page, console_url, acm
     page.get_by_role("button", name="Save policy").click()
     expect(page.get_by_role("row", name=re.compile("diet"))).to_contain_text("30 days")
     screenshot(page, "memory-settings")
+
+
+def test_an_end_user_searches_filters_by_category_and_deletes_with_the_keyboard(
+    page,
+    words_only_url,
+    acme,
+    payments,  # noqa: F811
+):
+    tenant, carol = acme
+    run = run_desk(carol, "Please refund $40 for order A-1002, charged twice. Contact me by email.")
+    with tenant_scope(tenant.pk):
+        for category, text in [
+            ("profile", "Lives in Lyon"),
+            ("profile", "Works as a nurse"),
+            ("preference", "Prefers morning appointments"),
+        ]:
+            services.fact_remember(
+                tenant_id=tenant.pk, subject_id=carol.user_id, category=category, text=text
+            )
+    log_in(page, words_only_url, "carol")
+    page.goto(words_only_url + "/memory/")
+    overview = page.get_by_role("navigation", name="Facts by category")
+    expect(overview.get_by_role("link")).to_have_text(
+        [
+            re.compile(r"4\s+All categories"),
+            re.compile(r"2\s+Preferences"),
+            re.compile(r"2\s+About you"),
+        ]
+    )
+    screenshot(page, "privacy-overview-1280")
+
+    # Typing filters the list as it goes (htmx), and the address follows for the back button.
+    page.evaluate("window.__marker = 'same page'")
+    page.get_by_label("Search what we remember about you").press_sequentially("lyo", delay=40)
+    expect(page.locator(".fact-text")).to_have_text(["Lives in Lyon"])
+    expect(page).to_have_url(re.compile(r"/memory/\?q=lyo$"))
+    expect(page.locator("#memory-search-status")).to_have_text("1 of 4 facts shown.")
+    expect(page.get_by_label("Search what we remember about you")).to_be_focused()
+    assert page.evaluate("window.__marker") == "same page"
+    screenshot(page, "privacy-search-1280")
+
+    # A category keeps the search; "All categories" lifts it; focus stays on the link.
+    page.get_by_label("Search what we remember about you").fill("")
+    expect(page.locator(".fact-text")).to_have_count(4)
+    overview.get_by_role("link", name=re.compile("About you")).click()
+    expect(page.locator(".fact-text")).to_have_text(["Works as a nurse", "Lives in Lyon"])
+    expect(overview.get_by_role("link", name=re.compile("About you"))).to_have_attribute(
+        "aria-current", "true"
+    )
+    expect(overview.get_by_role("link", name=re.compile("About you"))).to_be_focused()
+    page.get_by_label("Search what we remember about you").fill("nurse")
+    expect(page.locator(".fact-text")).to_have_text(["Works as a nurse"])
+    expect(page).to_have_url(re.compile(r"q=nurse&category=profile"))
+    overview.get_by_role("link", name=re.compile("All categories")).click()
+    expect(overview.get_by_role("link", name=re.compile("All categories"))).to_have_attribute(
+        "aria-current", "true"
+    )
+    expect(page.locator(".fact-text")).to_have_text(["Works as a nurse"])
+    page.get_by_role("link", name="Show every fact").click()
+    expect(page.locator(".fact-text")).to_have_count(4)
+
+    # The fact learned in the conversation links to it, and to the run that learned it.
+    email = page.locator(".memory-fact", has_text="Prefers to be contacted by email")
+    expect(email.locator(".fact-source")).to_contain_text("Source: the conversation “ada”")
+    expect(email.get_by_role("link", name=re.compile("^run "))).to_have_attribute(
+        "href", re.compile(rf"/runs/{run.pk}/(#msg-\d+)?$")
+    )
+
+    # Delete asks inside the page, by keyboard: Keep is focused, Enter keeps, focus returns.
+    nurse = page.locator(".memory-fact", has_text="Works as a nurse")
+    delete = nurse.get_by_role("link", name="Delete the fact “Works as a nurse”")
+    delete.focus()
+    page.keyboard.press("Enter")
+    question = nurse.get_by_role("group", name="Delete this fact?")
+    expect(question.get_by_role("link", name="Keep")).to_be_focused()
+    screenshot(page, "privacy-delete-question-1280")
+    page.set_viewport_size({"width": 375, "height": 800})
+    question.scroll_into_view_if_needed()
+    screenshot(page, "privacy-delete-question-375")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.keyboard.press("Enter")
+    expect(delete).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(question.get_by_role("link", name="Keep")).to_be_focused()
+    page.keyboard.press("Shift+Tab")
+    expect(question.get_by_role("button", name="Delete")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.get_by_text("Works as a nurse")).to_have_count(0)
+    expect(page.get_by_role("status").filter(has_text="Fact deleted.")).to_be_visible()
+    expect(page.locator("#memory-summary")).to_be_focused()
+    assert page.evaluate("window.__marker") == "same page"
+
+    email.locator(".fact-source").get_by_role("link", name=re.compile("conversation")).click()
+    expect(page).to_have_url(re.compile(rf"/conversations/{run.session_id}/(#pos-\d+)?$"))
+    page.go_back()
+    expect(page.get_by_text("Works as a nurse")).to_have_count(0)  # it never comes back
+
+
+def test_the_privacy_page_without_javascript_searches_and_asks_on_a_page(
+    browser, words_only_url, acme
+):
+    tenant, carol = acme
+    with tenant_scope(tenant.pk):
+        for text in ["Lives in Lyon", "Works as a nurse"]:
+            services.fact_remember(
+                tenant_id=tenant.pk, subject_id=carol.user_id, category="profile", text=text
+            )
+    context = browser.new_context(java_script_enabled=False, viewport={"width": 375, "height": 800})
+    page = context.new_page()
+    try:
+        log_in(page, words_only_url, "carol")
+        page.goto(words_only_url + "/memory/")
+        page.get_by_label("Search what we remember about you").fill("nurse")
+        page.get_by_role("button", name="Search").click()
+        expect(page).to_have_url(re.compile(r"/memory/\?q=nurse"))
+        expect(page.locator(".fact-text")).to_have_text(["Works as a nurse"])
+        screenshot(page, "privacy-search-nojs-375")
+        page.get_by_role("link", name="Delete the fact “Works as a nurse”").click()
+        expect(page.get_by_role("heading", level=1)).to_have_text("Delete this fact?")
+        screenshot(page, "privacy-delete-page-375")
+        page.get_by_role("button", name="Delete").click()
+        expect(page).to_have_url(re.compile(r"/memory/\?q=nurse$"))
+        expect(page.get_by_role("status").filter(has_text="Fact deleted.")).to_be_visible()
+        expect(page.locator(".fact-text")).to_have_count(0)
+    finally:
+        context.close()
