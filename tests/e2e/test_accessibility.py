@@ -6,7 +6,7 @@ with a whole page, for the role that may see it, on data like the demo's (a refu
 succeeded, one waiting for a manager, one that failed, a conversation, remembered facts, a key,
 a pending invitation, a policy). Partials (charts, counts, rows) are checked inside the pages
 that load them. The end user's privacy page is opened through its one-time link; the anonymous
-pages are the sign-in, password reset and invitation pages.
+pages are the sign-in (with a wrong password, and locked), password reset and invitation pages.
 
 One browser, one context per role, one load per page and one axe run per width. With
 A11Y_SCREENS=1, screenshots of the admin's, the member's and the anonymous pages at both widths:
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
+from django.conf import settings
 from django.contrib.auth.tokens import default_token_generator
 from django.core import mail
 from django.utils.encoding import force_bytes
@@ -265,12 +266,16 @@ AXE_CONTRAST_JS = (
 DARK_ROLES = ("admin", "anonymous", "end-user")
 
 
-def log_in(page, url: str, username: str) -> None:
+def log_in(
+    page, url: str, username: str, password: str = factories.PASSWORD, wait: bool = True
+) -> None:
     page.goto(url + "/login/")
     page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(factories.PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(url + "/")
+    page.get_by_label("Password").fill(password)
+    with page.expect_navigation():
+        page.get_by_role("button", name="Log in").click()
+    if wait:
+        page.wait_for_url(url + "/")
 
 
 class Checker:
@@ -339,6 +344,13 @@ def test_every_page_of_every_role_passes_axe_and_fits_a_phone(browser, console_u
             log_in(page, console_url, USERNAMES[who])
         for name, path in pages:
             checker.visit(page, console_url + path, who, name)
+        if who == "anonymous":
+            # Someone guessing: the sign-in form with its error, then the lockout page.
+            for attempt in range(settings.AXES_FAILURE_LIMIT):
+                log_in(page, console_url, "mallory", password="a guess", wait=False)
+                if attempt == 0:
+                    checker.visit(page, "", who, "login-error")
+            checker.visit(page, "", who, "lockout")
         context.close()
 
     # The end user opens her privacy page through the link the tenant's app gave her.
