@@ -84,7 +84,8 @@ def test_with_htmx_the_chat_replaces_the_form_and_follows_the_run_live(
     html = text_of(response)
     assert response.status_code == 200
     assert response["HX-Push-Url"] == f"/conversations/{run.session_id}/"
-    assert 'id="chat-log" class="chat-log" role="log" aria-live="polite"' in html
+    assert 'class="chat-log-region" role="log" aria-live="polite"' in html
+    assert '<ol id="chat-log" class="chat-log">' in html
     assert ASK in html and f'id="reply-{run.pk}"' in html and "Getting started…" in html
     assert f'data-live="run" data-run="{run.pk}"' in html
     assert f'data-live="chat" data-filter="run={run.pk}"' in html

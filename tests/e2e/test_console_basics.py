@@ -94,6 +94,7 @@ def test_an_admin_creates_a_key_sees_it_once_and_revokes_it_without_reloading(
 
 def test_a_user_in_two_tenants_switches_between_them(page, console_url, acme):
     log_in(page, console_url, "ada")
+    page.locator("details.account > summary").click()  # the switcher waits behind who you are
     page.get_by_label("Tenant").select_option(label="Globex (viewer)")
     page.get_by_role("button", name="Switch").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Globex")
