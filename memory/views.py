@@ -47,13 +47,18 @@ LINK_CONFIRM = "memory/link_confirm.html"
 LINK_INVALID = "memory/link_invalid.html"
 
 
-def _filters(data: Any) -> tuple[pages.Filters, str]:
-    """The page's search and category from `data` (GET or POST), and the error if they are
-    not valid (then the page shows no facts, and says why)."""
+def _filters(data: Any) -> tuple[pages.Filters, str, bool]:
+    """The page's search and category from `data` (GET or POST); if they are not valid, the
+    error (the page then shows no facts, and says why) and whether the search was at fault."""
     form = MemoryFilterForm(data)
     if not form.is_valid():
-        return pages.Filters(), next(e for errs in form.errors.values() for e in errs)
-    return pages.Filters(q=form.cleaned_data["q"], category=form.cleaned_data["category"]), ""
+        error = next(e for errs in form.errors.values() for e in errs)
+        return pages.Filters(), error, "q" in form.errors
+    return (
+        pages.Filters(q=form.cleaned_data["q"], category=form.cleaned_data["category"]),
+        "",
+        False,
+    )
 
 
 def _links(request: HttpRequest) -> bool:
@@ -61,11 +66,13 @@ def _links(request: HttpRequest) -> bool:
     return request.session.get(SESSION_PRIVACY_ONLY_KEY) is None
 
 
-def _context(request: HttpRequest, subject: Any, filters: pages.Filters, error: str = ""):
+def _context(
+    request: HttpRequest, subject: Any, filters: pages.Filters, error: str = "", bad_q=False
+) -> dict[str, Any]:
     principal: Principal = request.principal  # type: ignore[attr-defined]
     context = pages.privacy_context(principal, subject, filters, links=_links(request))
     if error:
-        context.update(groups=[], shown=0, filter_error=error)
+        context.update(groups=[], shown=0, filter_error=error, search_invalid=bad_q)
     return context
 
 
@@ -76,8 +83,8 @@ def privacy(request: HttpRequest) -> HttpResponse:
     and filtered by category; htmx asks for the list alone as someone types."""
     principal: Principal = request.principal  # type: ignore[attr-defined]
     subject = selectors.subject_for(principal, request.GET.get("subject"))
-    filters, error = _filters(request.GET)
-    context = _context(request, subject, filters, error)
+    filters, error, bad_q = _filters(request.GET)
+    context = _context(request, subject, filters, error, bad_q)
     if not context["own"]:
         audit_record(
             tenant=principal.tenant,
@@ -122,7 +129,7 @@ def fact_edit(request: HttpRequest, fact_id: uuid.UUID) -> HttpResponse:
     principal: Principal = request.principal  # type: ignore[attr-defined]
     fact = _own_fact(request, fact_id)
     form = FactEditForm(request.POST)
-    filters, _ = _filters(request.POST)
+    filters, _, _ = _filters(request.POST)
     error, status = "", 200
     if form.is_valid():
         try:
@@ -164,7 +171,7 @@ def fact_delete(request: HttpRequest, fact_id: uuid.UUID) -> HttpResponse:
     completely (every version, its embedding, summaries quoting it)."""
     principal: Principal = request.principal  # type: ignore[attr-defined]
     fact = _own_fact(request, fact_id)
-    filters, _ = _filters(request.GET if request.method == "GET" else request.POST)
+    filters, _, _ = _filters(request.GET if request.method == "GET" else request.POST)
     if request.method == "GET":
         return confirmation_response(request, pages.delete_confirmation(fact, filters))
     services.fact_delete(actor=principal, fact=fact)

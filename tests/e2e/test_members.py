@@ -142,6 +142,7 @@ def test_an_admin_changes_a_role_removes_after_confirming_and_keeps_the_last_adm
     # A role change is one select; the row answers in place.
     page.get_by_label("Role of victor").select_option("member")
     expect(page.get_by_label("Role of victor")).to_have_value("member")
+    settled(page)  # the row's answer replaces it: a click before then would be lost
 
     # Removing asks first, in the row; Cancel puts the row back.
     victor = page.locator("tr", has_text="victor")

@@ -111,19 +111,21 @@ def test_the_page_keeps_a_plain_get_form_for_browsers_without_javascript(client_
 
 
 @pytest.mark.parametrize(
-    "params,error",
+    "params,error,box_invalid",
     [
-        ({"q": "x" * 201}, "Search for at most 200 characters."),
-        ({"category": "Not A Category"}, "There is no such category."),
+        ({"q": "x" * 201}, "Search for at most 200 characters.", True),
+        ({"category": "Not A Category"}, "There is no such category.", False),
     ],
 )
 def test_a_bad_search_or_category_is_refused_inline_and_shows_nothing(
-    client_for, ada, params, error
+    client_for, ada, params, error, box_invalid
 ):
     response = client_for("member").get("/memory/", params)
     assert response.status_code == 400
     assert f'role="alert">{error}' in text(response) and shown_facts(response) == []
-    assert 'aria-invalid="true"' in text(response)
+    box = re.search(r'<input type="search" id="memory-q"[^>]*>', text(response)).group(0)
+    assert ('aria-invalid="true"' in box) == box_invalid
+    assert ("memory-filter-error" in box) == box_invalid
 
 
 @pytest.mark.usefixtures("no_embeddings")
