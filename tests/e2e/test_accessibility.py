@@ -10,11 +10,14 @@ pages are the sign-in (with a wrong password, and locked), password reset and in
 
 One browser, one context per role, one load per page and one axe run per width. With
 A11Y_SCREENS=1, screenshots of the admin's, the member's and the anonymous pages at both widths:
-var/screens/a11y-<role>-<page>-<width>.png.
+var/screens/a11y-<role>-<page>-<width>.png. With A11Y_TIMINGS=1, each page's response time as
+the browser saw it (request sent to response received, the page alone without what htmx loads
+after it) in var/page-timings.json, slowest first: no assertion, the machine's load decides.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -45,6 +48,10 @@ SCREENS = Path(__file__).resolve().parents[2] / "var" / "screens"
 WIDTHS = (1280, 375)
 SHOT_ROLES = ("admin", "member", "anonymous", "end-user")
 SERIOUS = ("serious", "critical")
+NAVIGATION_MS_JS = """() => {
+  const n = performance.getEntriesByType("navigation")[0];
+  return n ? Math.round(n.responseEnd - n.requestStart) : null;
+}"""
 AXE = Axe()
 # Pages answered with something else than 200 on purpose.
 STATUS = {"forbidden": 403, "invitation-invalid": 410}
@@ -284,6 +291,7 @@ class Checker:
     def __init__(self) -> None:
         self.problems: list[str] = []
         self.shots = bool(os.environ.get("A11Y_SCREENS"))
+        self.timings: dict[str, float] = {}
 
     def watch(self, page, who: str) -> None:
         # A script error or a CSP violation on any page is a problem too.
@@ -302,6 +310,7 @@ class Checker:
             status = page.goto(url).status
             if status != STATUS.get(name, 200):
                 self.problems.append(f"{who} {name}: answered {status}")
+            self.timings[f"{who} {name}"] = page.evaluate(NAVIGATION_MS_JS)
         page.wait_for_function(SETTLED_JS, timeout=10_000)
         page.evaluate(AXE.axe_script)
         for width in WIDTHS:
@@ -367,4 +376,8 @@ def test_every_page_of_every_role_passes_axe_and_fits_a_phone(browser, console_u
     checker.visit(page, "", "end-user", "privacy")
     context.close()
 
+    if os.environ.get("A11Y_TIMINGS"):
+        slowest = dict(sorted(checker.timings.items(), key=lambda kv: -(kv[1] or 0)))
+        path = Path(__file__).resolve().parents[2] / "var" / "page-timings.json"
+        path.write_text(json.dumps(slowest, indent=1))
     assert not checker.problems, "\n".join(checker.problems)
