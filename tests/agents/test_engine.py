@@ -515,10 +515,12 @@ def test_the_lease_is_kept_alive_across_many_short_steps_that_outlast_it(
 
     # Persisting a step does not renew the lease (so the run update stays heap-only); the
     # lease keeper alone keeps it across a drive longer than the lease.
-    run = start("stroll", steps=12, pause=0.12)
+    # 3 s of steps against a 1.5 s lease, renewed every 0.5 s: a busy machine may delay a
+    # renewal by a second without the lease running out (at 0.5 s it once did, in CI).
+    run = start("stroll", steps=30, pause=0.1)
     outcome = {}
     worker = threading.Thread(
-        target=in_thread(lambda: outcome.update(r=step(run, lease_seconds=0.5)))
+        target=in_thread(lambda: outcome.update(r=step(run, lease_seconds=1.5)))
     )
     worker.start()
     stolen = []
@@ -531,7 +533,7 @@ def test_the_lease_is_kept_alive_across_many_short_steps_that_outlast_it(
         )
     worker.join()
     assert len(stolen) >= 8 and not any(stolen)
-    assert (outcome["r"].status, outcome["r"].steps) == ("succeeded", 12)
+    assert (outcome["r"].status, outcome["r"].steps) == ("succeeded", 30)
 
 
 def test_writes_registered_by_a_step_commit_with_it_and_not_with_a_failed_attempt(
