@@ -167,7 +167,7 @@ def test_a_failed_run_with_long_json_and_tracebacks_stays_inside_the_page(
     log_in(page, console_url, "mia")
     page.goto(f"{console_url}/runs/{run.pk}/")
     expect(page.locator("#summary-heading")).to_contain_text("Failed")
-    for summary in page.locator("summary").all():
+    for summary in page.locator("main summary").all():
         summary.click()
     expect(page.locator("details[open] pre").first).to_be_visible()
     expect(page.get_by_text("Failed, will retry")).to_be_visible()
