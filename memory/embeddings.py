@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
+from memory import onnx_encoder
+
 LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
 
 
@@ -64,8 +66,6 @@ class LocalProvider:
     def prepare_queries(self, cache_dir: Path) -> bool:
         """Load the model and, where onnxruntime is installed, its faster single-query
         encoder (exported to `cache_dir` once). True if queries use onnxruntime."""
-        from memory import onnx_encoder
-
         model = self._load()
         if self._query_encoder is None:
             self._query_encoder = onnx_encoder.build(model, Path(self._path()), cache_dir)
