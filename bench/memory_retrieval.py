@@ -38,8 +38,8 @@ floor, insert cost, ranking quality, embedding throughput, and a TTL purge under
    `GET …/search?q=&limit=10` (embedding included: the web process embeds each new question),
    the same questions again (answered from the process's query-vector cache), and the SQL
    alone (`memory.retrieval.search` in this process with the vector computed beforehand).
-   The server runs as in production (DEBUG off). Target: the API's p95 <= 30 ms for new
-   questions.
+   The server runs as in production (DEBUG off; BENCH_DEBUG=1 runs it with DEBUG on, as
+   the figures before session 8 were taken). Target: the API's p95 <= 30 ms for new questions.
 8. **Near-duplicate false merges** (`--sections dedupe`): every turn of the LoCoMo dev split
    (`--dev-data`) is a distinct fact, so any merge among one conversation's turns is a false
    one. Counts them for the write-time word similarity (`memory.duplicates`) and for the
@@ -1019,7 +1019,7 @@ def search_api(args) -> dict:
     product = InProcess(tenant)  # the category's policy, without the default cap
     person = product.subject("search")
     try:
-        with common.asgi_server("search", debug=False) as url:
+        with common.asgi_server("search", debug=os.environ.get("BENCH_DEBUG") == "1") as url:
             key = common.api_key_for(tenant)
             http = httpx.Client(
                 base_url=url + "/api/v1", headers={"Authorization": f"Bearer {key}"}, timeout=60
