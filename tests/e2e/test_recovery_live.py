@@ -24,7 +24,7 @@ from config.celery import app as celery_app
 from tenants.models import Role
 from tenants.scope import tenant_scope
 from tests import factories, processes
-from tests.e2e.conftest import BASE_DIR
+from tests.e2e.conftest import BASE_DIR, htmx_settled
 from tests.e2e.test_console_basics import log_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -218,16 +218,19 @@ def test_an_admin_watching_the_console_sees_a_lost_worker_flagged_then_recovered
     page.keyboard.press("Enter")
     expect(history.locator(".recovered-counts")).to_contain_text(f"lost in the last day by {host}")
     expect(history.locator("tbody tr[id]")).to_have_count(1)
+    htmx_settled(page)  # each answer swaps the form in again: act on the settled one
     page.get_by_label("Lost worker").fill("not a worker!")
     page.keyboard.press("Enter")
     expect(page.locator("#console-recovered").get_by_role("alert").first).to_contain_text(
         "is not a worker: give one like host:1234"
     )
+    htmx_settled(page)
     page.get_by_label("Lost worker").fill("")
     page.keyboard.press("Shift+Tab")  # back to the time window, by keyboard
     expect(page.get_by_label("When lost")).to_be_focused()
     # Leaving the emptied field is a change too: its answer swaps the form back in.
-    page.wait_for_load_state("networkidle")
+    expect(page.locator("#recovered-filters-problems")).to_have_count(0)
+    htmx_settled(page)
     page.get_by_label("When lost").select_option("hour")  # from the last day to the last hour
     expect(history.locator(".recovered-counts")).to_contain_text("lost in the last hour")
     expect(history.locator("tbody tr[id]")).to_have_count(1)
