@@ -233,7 +233,7 @@ class SearchView(ApiView):
             query=query["q"],
             limit=query["limit"],
         )
-        return Response(s.SearchResultSerializer(found).data)
+        return Response(found)  # already JSON-ready; SearchResultSerializer documents it
 
 
 class ExportView(ApiView):

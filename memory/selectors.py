@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.utils import timezone
@@ -117,7 +116,6 @@ def query_vector(query: str) -> tuple[list[float] | None, str]:
 def subject_for(principal: Principal, subject_id: Any = None) -> Any:
     """Whose memories this principal may read: their own, or (support access, or an API key)
     a member of the tenant. 404 for anyone else, so a user id reveals nothing."""
-    user_model = get_user_model()
     if subject_id in (None, "") or (
         principal.user is not None and str(subject_id) == str(principal.user.pk)
     ):
@@ -132,9 +130,15 @@ def subject_for(principal: Principal, subject_id: Any = None) -> Any:
         staff = principal.role in (Role.ADMIN, Role.MANAGER)
         if not staff or not policies.support_access(principal.tenant.pk):
             raise Http404
-    if not Membership.objects.for_tenant(principal.tenant).filter(user_id=subject_pk).exists():
+    membership = (
+        Membership.objects.for_tenant(principal.tenant)
+        .filter(user_id=subject_pk)
+        .select_related("user")
+        .first()
+    )
+    if membership is None:
         raise Http404
-    return user_model.objects.get(pk=subject_pk)
+    return membership.user
 
 
 def subject_by_username(principal: Principal, username: str) -> Any:
@@ -335,11 +339,12 @@ def search_facts(*, tenant_id: Any, subject_id: Any, query: str, limit: int) -> 
         model=model,
         limit=limit,
     )
+    # JSON-ready as it stands (the search API answers it without a serializer pass).
     return {
         "mode": "hybrid" if vector is not None else "text",
         "results": [
             {
-                "id": f.id,
+                "id": str(f.id),
                 "category": f.category,
                 "key": f.key,
                 "text": f.text,
