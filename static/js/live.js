@@ -6,7 +6,9 @@
 //     with the number of the last event the page shows, so the server sends what it missed);
 //  2. makes appends upserts: an element whose id is already on the page replaces it in place,
 //     so an update that arrives twice is shown once;
-//  3. ticks the elapsed-time clocks ([data-since], seconds since the epoch, server time).
+//  3. keeps a question someone is answering (core/confirm.py: "Cancel this run?") when an
+//     update re-renders the part around it, as long as the update still offers its action;
+//  4. ticks the elapsed-time clocks ([data-since], seconds since the epoch, server time).
 (function () {
   "use strict";
 
@@ -52,11 +54,30 @@
     });
   });
 
+  // An open question stays open, focus included, where the update brings back its trigger
+  // (same id); an update without the trigger (the run finished) takes the question away.
+  var refocus = null;
+
+  function keepOpenQuestions(target, fragment) {
+    target.querySelectorAll(".confirm[id]").forEach(function (question) {
+      var trigger = fragment.querySelector("#" + CSS.escape(question.id));
+      if (!trigger) return;
+      if (question.contains(document.activeElement)) refocus = document.activeElement;
+      trigger.replaceWith(question);
+    });
+  }
+
+  document.addEventListener("htmx:oobAfterSwap", function () {
+    if (refocus && document.body.contains(refocus)) refocus.focus();
+    refocus = null;
+  });
+
   // Appends are upserts, and [data-live-delete] markers remove an element if it is there.
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
     var target = event.detail.target;
     var fragment = event.detail.fragment;
     if (!fragment || !fragment.children) return;
+    if (target) keepOpenQuestions(target, fragment);
     Array.prototype.slice.call(fragment.children).forEach(function (el) {
       if (!el.id || el.id === target.id) return;
       var existing = document.getElementById(el.id);

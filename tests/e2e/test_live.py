@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from agents.runtime.models import Run, RunEventLog
-from tenants.models import Role
+from tenants.models import Membership, Role
 from tenants.scope import tenant_scope
 from tests import factories, processes
 from tests.e2e.conftest import screenshot
@@ -284,5 +284,53 @@ def test_a_manager_cancels_from_the_live_page_and_the_waiting_step_goes_away(
         expect(page.locator("#run-events")).to_contain_text("Status changed to cancelled")
         assert page.evaluate("window.__marker") == "same page"
         assert shown_ids(page, "#timeline > li") == ["step-1", "step-2", "step-3", "step-4"]
+    finally:
+        worker.stop()
+
+
+def test_a_cancel_question_being_answered_survives_a_live_update_and_leaves_when_the_run_ends(
+    web, page, console_url, acme
+):
+    from django.db import transaction
+
+    from agents.live import broadcast
+    from agents.runtime import progress
+    from agents.runtime.services import run_cancel
+
+    worker = processes.start_worker(
+        "live-worker-question", DEMO_PAYMENTS_URL=console_url + "/demo/payments/refunds"
+    )
+    try:
+        log_in(page, web, "mia")
+        run_id = start_run(page, web)  # $400: waits for a manager's approval
+        summary = page.locator("#run-summary")
+        expect(summary).to_contain_text("Waiting for approval", timeout=20_000)
+        page.get_by_role("link", name="Cancel run").click()
+        question = page.get_by_role("group", name="Cancel this run?")
+        keep = question.get_by_role("link", name="Keep it running")
+        expect(keep).to_be_focused()
+        shown = page.locator("#run-events > li").count()
+
+        # An update re-renders the summary around the question (here the run's status, sent
+        # again as the engine sends it): the question stays open, focus and all.
+        page.evaluate("document.getElementById('run-summary').dataset.before = 'update'")
+        with tenant_scope(acme.pk), transaction.atomic():
+            progress.publish(
+                tenant_id=acme.pk, run_id=run_id, kind="run.status", status="waiting_approval"
+            )
+        broadcast.flush()
+        expect(page.locator("#run-events > li")).to_have_count(shown + 1, timeout=10_000)
+        expect(page.locator("#run-summary[data-before]")).to_have_count(0)  # re-rendered
+        expect(keep).to_be_focused()
+        expect(question.get_by_role("button", name="Cancel run")).to_be_visible()
+
+        # Someone else cancels it: the update no longer offers the action, so the question goes.
+        with tenant_scope(acme.pk):
+            member = Membership.objects.for_tenant(acme).get(user__username="mia")
+            mia = factories.principal_for(member)
+            run_cancel(principal=mia, run=Run.objects.for_tenant(acme).get(pk=run_id))
+        broadcast.flush()
+        expect(summary).to_contain_text("Cancelled", timeout=10_000)
+        expect(question).to_have_count(0)
     finally:
         worker.stop()
