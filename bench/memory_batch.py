@@ -33,6 +33,8 @@ if str(BASE_DIR) not in sys.path:
     sys.path.insert(0, str(BASE_DIR))
 
 from bench._common import (  # noqa: E402
+    CATEGORIES,
+    WORDS,
     api_key_for,
     asgi_server,
     assert_durable,
@@ -44,40 +46,6 @@ from bench._common import (  # noqa: E402
 )
 
 TARGET_FACTS_PER_S = 200
-CATEGORIES = ["preference", "profile", "task_outcome", "note"]
-WORDS = [
-    "email",
-    "phone",
-    "desk",
-    "lamp",
-    "order",
-    "refund",
-    "invoice",
-    "shipping",
-    "address",
-    "city",
-    "paris",
-    "lyon",
-    "berlin",
-    "vegetarian",
-    "allergy",
-    "peanuts",
-    "morning",
-    "evening",
-    "weekend",
-    "manager",
-    "account",
-    "museum",
-    "garden",
-    "jazz",
-    "tennis",
-    "coffee",
-    "tea",
-    "bicycle",
-    "train",
-    "winter",
-    "summer",
-]
 
 
 def sentence(n: int, tag: str) -> str:

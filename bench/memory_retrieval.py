@@ -70,6 +70,8 @@ if str(BASE_DIR) not in sys.path:
 import numpy as np  # noqa: E402
 
 from bench._common import (  # noqa: E402
+    CATEGORIES,
+    WORDS,
     CpuMeter,
     Worker,
     assert_durable,
@@ -86,53 +88,6 @@ LAG_TARGET_S = 2.0
 SECTIONS = ("retrieval", "lag", "dedupe", "search")
 SEARCH_TARGET_P95_MS = 30.0
 DIMS = 384
-WORDS = [
-    "email",
-    "phone",
-    "sms",
-    "desk",
-    "lamp",
-    "order",
-    "refund",
-    "invoice",
-    "shipping",
-    "address",
-    "city",
-    "paris",
-    "lyon",
-    "berlin",
-    "vegetarian",
-    "allergy",
-    "peanuts",
-    "morning",
-    "evening",
-    "weekend",
-    "manager",
-    "account",
-    "premium",
-    "discount",
-    "delivery",
-    "courier",
-    "warranty",
-    "repair",
-    "chair",
-    "monitor",
-    "keyboard",
-    "language",
-    "french",
-    "german",
-    "english",
-    "birthday",
-    "anniversary",
-    "subscription",
-    "monthly",
-    "annual",
-    "payment",
-    "card",
-    "bank",
-    "transfer",
-    "voucher",
-]
 TEMPLATES = [
     "Prefers {a} for {b}",
     "Asked about the {a} and the {b}",
@@ -140,7 +95,6 @@ TEMPLATES = [
     "Likes {a}, dislikes {b}",
     "Had a problem with {a} during {b}",
 ]
-CATEGORIES = ["preference", "profile", "task_outcome", "note"]
 
 
 def sentence(rng: random.Random) -> str:
