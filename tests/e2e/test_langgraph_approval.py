@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from tenants.models import Role
 from tests import factories
-from tests.e2e.conftest import screenshot
+from tests.e2e.conftest import htmx_settled, screenshot
 from tests.e2e.test_console_basics import log_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -62,7 +62,12 @@ def test_a_manager_approves_a_langgraph_interrupt_in_the_browser_and_the_graph_r
     ).click()
     row = page.locator("table.inbox tbody tr").filter(has_text="ship_replacement")
     expect(row).to_be_visible()
+    # As a person would: once the page has loaded (its scripts may still touch the history,
+    # which can cancel a navigation that started before them).
+    page.wait_for_load_state("load")
+    htmx_settled(page)
     row.get_by_role("link", name=re.compile("^Review")).click()
+    expect(page).to_have_url(re.compile(r"/approvals/[0-9a-f-]{36}/$"))
     expect(page.locator(".reason")).to_contain_text("parcel was lost in transit")
     screenshot(page, "langgraph-approval")
     page.get_by_label("Comment", exact=True).fill("Send it again.")

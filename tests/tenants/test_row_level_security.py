@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.apps import apps
 from django.db import DatabaseError, connection, transaction
 
 from tenants.models import AuditEvent, Tenant
+from tenants.rls import read_settings_once
 from tenants.scope import current_settings, system_scope, tenant_scope
 from tests import factories
 
@@ -89,6 +92,42 @@ def test_row_level_security_is_enabled_and_forced(db, model):
             "SELECT count(*) FROM pg_policies WHERE tablename = %s", [model._meta.db_table]
         )
         assert cursor.fetchone()[0] >= 1
+
+
+PER_ROW_READ = re.compile(r"(?<!SELECT )app_(tenant_id|user_id|in_system_context)\(\)")
+
+
+def test_every_policy_reads_the_tenant_settings_once_per_statement_not_per_row(db):
+    # `(SELECT app_tenant_id())` is an InitPlan, evaluated once; a bare call runs per row.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT tablename, policyname, qual, with_check FROM pg_policies")
+        policies = cursor.fetchall()
+    assert len(policies) >= len(MODELS)
+    per_row = [
+        (table, name)
+        for table, name, qual, check in policies
+        if PER_ROW_READ.search(f"{qual or ''} {check or ''}")
+    ]
+    assert per_row == []
+
+
+def test_the_migration_rewrites_a_policy_that_reads_the_settings_per_row(db):
+    per_row = "(tenant_id = app_tenant_id() OR app_in_system_context())"
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"ALTER POLICY tenant_isolation ON tenants_apikey USING {per_row} WITH CHECK {per_row}"
+        )
+        cursor.execute(read_settings_once("tenants").sql)
+        cursor.execute(
+            "SELECT qual, with_check FROM pg_policies WHERE tablename = 'tenants_apikey'"
+        )
+        (qual, check), *_ = cursor.fetchall()
+        transaction.set_rollback(True)
+    once = (
+        "((tenant_id = ( SELECT app_tenant_id() AS app_tenant_id))"
+        " OR ( SELECT app_in_system_context() AS app_in_system_context))"
+    )
+    assert (qual, check) == (once, once)
 
 
 @pytest.mark.parametrize("model", MODELS, ids=IDS)
