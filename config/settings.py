@@ -535,6 +535,9 @@ MEMORY_WARM_QUERY_MODEL = env_bool("MEMORY_WARM_QUERY_MODEL", True)
 # ...and, with onnxruntime installed (the `embeddings` extra), embeds them on onnxruntime from a
 # graph exported once into VAR_DIR/models and checked against torch (memory/onnx_encoder.py).
 MEMORY_ONNX_QUERIES = env_bool("MEMORY_ONNX_QUERIES", True)
+# ...on this many threads, which sleep while they wait (a dozen tokens: 5.3 ms on one thread,
+# 4.0 on two of this 2-core machine, the same as one when other processes keep it busy).
+MEMORY_QUERY_THREADS = env_int("MEMORY_QUERY_THREADS", 2, minimum=1)
 # Ranking (docs/memory.md): share of vector similarity in the fused score (the rest is BM25,
 # each normalized over the person's facts; 0.3 measured best on the LoCoMo dev split), BM25's
 # k1 and b, share of recency (decaying with the half-life), the boost a question about time

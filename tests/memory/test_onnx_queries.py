@@ -3,6 +3,8 @@ vectors come from torch, so any disagreement would quietly worsen every search."
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -24,8 +26,14 @@ QUESTIONS = [
 def prepared(tmp_path_factory):
     """A provider of its own (not the process-wide one) with the encoder exported once."""
     provider = embeddings.LocalProvider()
-    assert provider.prepare_queries(tmp_path_factory.mktemp("models"))
+    assert provider.prepare_queries(tmp_path_factory.mktemp("models"), threads=2)
     return provider
+
+
+def test_a_query_runs_on_the_threads_asked_for_and_they_sleep_while_they_wait(prepared):
+    options = prepared._query_encoder._session.get_session_options()
+    assert options.intra_op_num_threads == 2
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
 
 
 def test_the_onnx_encoder_gives_the_vectors_torch_gives(prepared):
@@ -74,3 +82,17 @@ def test_search_queries_use_the_prepared_encoder(prepared, monkeypatch):
     vector, model = query_vectors.vector_for("a question never asked before")
     assert calls == ["a question never asked before"]
     assert model == prepared.name and len(vector) == 384
+
+
+def test_a_prefetched_question_is_embedded_once_on_the_embedding_thread(prepared, monkeypatch):
+    monkeypatch.setattr(embeddings, "get_provider", lambda: prepared)
+    threads = []
+    encoder = prepared._query_encoder
+    monkeypatch.setattr(
+        encoder, "embed", lambda text: threads.append(threading.current_thread().name) or [0.0]
+    )
+    query_vectors._cache.clear()
+    query_vectors.prefetch("asked while the person is checked")
+    vector, _ = query_vectors.vector_for(" asked while the person is checked ")
+    assert vector == [0.0]
+    assert len(threads) == 1 and threads[0].startswith("query-embedding")

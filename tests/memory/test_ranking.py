@@ -140,3 +140,24 @@ def test_a_repeated_question_is_embedded_once(monkeypatch):
     assert first == again == ([0.1, 0.2, 0.3], "counting")
     assert calls == [["Where did she move last?"]]
     assert query_vectors.vector_for("   ") == (None, "")
+
+
+def test_a_question_whose_embedding_failed_is_embedded_again_next_time(monkeypatch):
+    from memory import embeddings, query_vectors
+
+    calls = []
+
+    class Flaky:
+        name = "flaky"
+
+        def embed(self, texts):
+            calls.append(list(texts))
+            if len(calls) == 1:
+                raise ConnectionError("the embedding service is down")
+            return [[0.5] for _ in texts]
+
+    monkeypatch.setattr(embeddings, "get_provider", lambda: Flaky())
+    with pytest.raises(ConnectionError):
+        query_vectors.vector_for("Is it back?")
+    assert query_vectors.vector_for("Is it back?") == ([0.5], "flaky")
+    assert len(calls) == 2
