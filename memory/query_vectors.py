@@ -19,6 +19,7 @@ A remote embedding service is called on the request's own thread, as it waits on
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,6 +36,20 @@ CACHE_SIZE = 2048
 _cache: OrderedDict[tuple[str, str], Future[list[float]]] = OrderedDict()
 _lock = threading.Lock()
 _local = ThreadPoolExecutor(max_workers=1, thread_name_prefix="query-embedding")
+
+
+def _after_fork_in_child() -> None:
+    """A forked process (gunicorn --preload, Celery prefork) inherits no threads: it gets an
+    embedding thread of its own, and forgets embeddings that were on their way in its parent."""
+    global _local, _lock
+    _local = ThreadPoolExecutor(max_workers=1, thread_name_prefix="query-embedding")
+    _lock = threading.Lock()
+    for key, future in list(_cache.items()):
+        if not future.done():
+            del _cache[key]
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def vector_for(query: str) -> tuple[list[float] | None, str]:

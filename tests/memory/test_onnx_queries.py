@@ -3,6 +3,8 @@ vectors come from torch, so any disagreement would quietly worsen every search."
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 
 import numpy as np
@@ -96,3 +98,19 @@ def test_a_prefetched_question_is_embedded_once_on_the_embedding_thread(prepared
     vector, _ = query_vectors.vector_for(" asked while the person is checked ")
     assert vector == [0.0]
     assert len(threads) == 1 and threads[0].startswith("query-embedding")
+
+
+def test_a_forked_process_embeds_on_a_thread_of_its_own(prepared, monkeypatch):
+    # gunicorn --preload and Celery's prefork pool fork a process whose embedding thread
+    # already ran: the child inherits no thread, and must not wait for one forever.
+    monkeypatch.setattr(embeddings, "get_provider", lambda: prepared)
+    monkeypatch.setattr(prepared._query_encoder, "embed", lambda text: [1.0])
+    query_vectors._cache.clear()
+    assert query_vectors.vector_for("asked in the parent") == ([1.0], prepared.name)
+    pid = os.fork()
+    if pid == 0:  # the child: answer within 10 s or be killed by the alarm
+        signal.alarm(10)
+        ok = query_vectors.vector_for("asked in the child") == ([1.0], prepared.name)
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
