@@ -546,7 +546,15 @@ def test_a_bad_policy_is_a_400_naming_the_field_and_saves_nothing(
     base = {"new-action": "issue_refund", "new-approver_role": "manager", "new-on_expiry": "wait"}
     response = client_for("admin").post("/approvals/policies/", {**base, **data})
     assert response.status_code == 400
-    assert message in response.content.decode()
+    html = response.content.decode()
+    assert message in html
+    # The refused field's control names its message, so a screen reader reads it with it.
+    control = re.search(rf'<[^>]+ id="id_new-{field}"[^>]*>', html).group(0)
+    assert 'aria-invalid="true"' in control
+    assert f"id_new-{field}_error" in re.search(r'aria-describedby="([^"]+)"', control).group(1)
+    assert re.search(
+        rf'<span class="error" id="id_new-{field}_error">[^<]*{re.escape(message)}', html
+    )
     with tenant_scope(tenant_a.pk):
         assert not ApprovalPolicy.objects.for_tenant(tenant_a).exists()
 
