@@ -147,7 +147,8 @@ def _after_append(
 def message_post(
     *, principal: Principal, session: AgentSession, content: str
 ) -> tuple[Message, Run]:
-    """A user message: queued to a run that is working, else it starts a new run."""
+    """A user message: queued to a run that is working, else it starts a new run, with the input
+    the conversation's last run had (its customer, say) and this message."""
     definition = get_agent(session.agent)
     active = (
         Run.objects.for_tenant(principal.tenant)
@@ -172,8 +173,19 @@ def message_post(
         messages=[{"role": MessageRole.USER, "content": content}],
     )
     if active is None or active.status in FINISHED:
+        last_input = (
+            Run.objects.for_tenant(principal.tenant)
+            .filter(session=session)
+            .order_by("-created_at")
+            .values_list("input", flat=True)
+            .first()
+        )
+        carried = last_input if isinstance(last_input, dict) else {}
         active = run_start(
-            principal=principal, agent=session.agent, input={"message": content}, session=session
+            principal=principal,
+            agent=session.agent,
+            input={**carried, "message": content},
+            session=session,
         )
     return message, active
 

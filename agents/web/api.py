@@ -129,7 +129,8 @@ class SessionMessagesView(ApiView):
     )
     @idempotent
     def post(self, request: Request, session_id: Any) -> Response:
-        """Post a user message: it joins the active run or starts a new one."""
+        """Post a user message: it joins the active run or starts a new one, whose input is
+        the conversation's last run's input (its `customer`, say) with this `message`."""
         session = selectors.session_for(request.principal, session_id)
         data = validated(s.MessageCreateSerializer, request.data)
         message, run = services.message_post(

@@ -67,3 +67,18 @@ def test_a_message_after_the_run_finished_starts_a_new_run(admin, step, enqueued
     with tenant_scope(admin.tenant.pk):
         _, second = message_post(principal=admin, session=session, content="two")
     assert second.pk != first.pk and second.session_id == session.pk
+
+
+def test_a_new_run_in_a_conversation_keeps_the_input_of_the_one_before(admin, step, enqueued):
+    from agents.runtime.services import conversation_start
+
+    with tenant_scope(admin.tenant.pk):
+        first = conversation_start(
+            principal=admin, agent="chat", message="one", input={"customer": "ada@example.com"}
+        )
+    step(first)
+    with tenant_scope(admin.tenant.pk):
+        session = AgentSession.objects.for_tenant(admin.tenant).get(pk=first.session_id)
+        _, second = message_post(principal=admin, session=session, content="two")
+    assert second.pk != first.pk
+    assert second.input == {"customer": "ada@example.com", "message": "two"}
