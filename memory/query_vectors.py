@@ -79,20 +79,18 @@ def prefetch(query: str) -> None:
 
 def _embedding(provider: Any, text: str) -> Future[list[float]]:
     key = (provider.name, text)
+    local = isinstance(provider, embeddings.LocalProvider)
     with _lock:
         found = _cache.get(key)
         if found is not None:
             _cache.move_to_end(key)
             return found
-        if isinstance(provider, embeddings.LocalProvider):
-            future = _local.submit(_embed, provider, text)
-        else:
-            future = Future()
+        future: Future[list[float]] = _local.submit(_embed, provider, text) if local else Future()
         _cache[key] = future
         if len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
-    if not future.done() and not isinstance(provider, embeddings.LocalProvider):
-        try:  # a remote service: here, on the request's thread
+    if not local:
+        try:  # a remote service: here, on the request's thread (others asking wait for it)
             future.set_result(_embed(provider, text))
         except Exception as exc:  # noqa: BLE001 - the caller sees it from result()
             future.set_exception(exc)

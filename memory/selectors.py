@@ -69,16 +69,7 @@ def facts_for_context(
     )
     if not live.exists():
         return MemoryContext()  # nothing to rank: spare the query's embedding
-    vector, model = query_vector(query)
-    facts = retrieval.search(
-        tenant_id=tenant_id,
-        subject_id=subject_id,
-        query=query,
-        vector=vector,
-        model=model,
-        limit=limit,
-    )
-    mode = "hybrid" if vector is not None else "text"
+    facts, mode = ranked(tenant_id=tenant_id, subject_id=subject_id, query=query, limit=limit)
     opening, closing = f"{SECTION_HEADER}\n<memory>", "</memory>"
     used = count_tokens(opening) + count_tokens(closing) + 2
     kept, lines = [], []
@@ -99,6 +90,22 @@ def facts_for_context(
         mode=mode,
         lines=lines,
     )
+
+
+def ranked(
+    *, tenant_id: Any, subject_id: Any, query: str, limit: int
+) -> tuple[list[retrieval.RetrievedFact], str]:
+    """The subject's facts ranked for `query`, and how: "hybrid", or "text" without a vector."""
+    vector, model = query_vector(query)
+    found = retrieval.search(
+        tenant_id=tenant_id,
+        subject_id=subject_id,
+        query=query,
+        vector=vector,
+        model=model,
+        limit=limit,
+    )
+    return found, "hybrid" if vector is not None else "text"
 
 
 def query_vector(query: str) -> tuple[list[float] | None, str]:
@@ -302,23 +309,17 @@ def matching_fact_ids(
     share a word's stem with `query` or, with an embedding model, say much the same thing
     (ranked as an agent's retrieval ranks them), then those that contain it as typed (part
     of a word, while someone types). Best first."""
-    vector, model = query_vector(query)
-    found = retrieval.search(
-        tenant_id=tenant_id,
-        subject_id=subject_id,
-        query=query,
-        vector=vector,
-        model=model,
-        limit=max(len(facts), 1),
+    found, _ = ranked(
+        tenant_id=tenant_id, subject_id=subject_id, query=query, limit=max(len(facts), 1)
     )
     # Retrieval keeps pinned facts whatever the query, and a weak likeness is enough for an
     # agent's context; a person searching wants what matches.
-    ranked = [
+    matching = [
         f.id for f in found if f.text_score > 0 or (f.vector_score or 0) >= SEARCH_MIN_SIMILARITY
     ]
     needle = " ".join(query.lower().split())
     typed = [f.pk for f in facts if needle and needle in " ".join(f.text.lower().split())]
-    return list(dict.fromkeys([*ranked, *typed]))
+    return list(dict.fromkeys([*matching, *typed]))
 
 
 # Cosine similarity a fact needs to match a search by meaning alone. With all-MiniLM-L6-v2,
@@ -330,18 +331,10 @@ SEARCH_MIN_SIMILARITY = 0.35
 
 def search_facts(*, tenant_id: Any, subject_id: Any, query: str, limit: int) -> dict[str, Any]:
     """The subject's facts ranked for `query`, with scores (the API's search)."""
-    vector, model = query_vector(query)
-    found = retrieval.search(
-        tenant_id=tenant_id,
-        subject_id=subject_id,
-        query=query,
-        vector=vector,
-        model=model,
-        limit=limit,
-    )
+    found, mode = ranked(tenant_id=tenant_id, subject_id=subject_id, query=query, limit=limit)
     # JSON-ready as it stands (the search API answers it without a serializer pass).
     return {
-        "mode": "hybrid" if vector is not None else "text",
+        "mode": mode,
         "results": [
             {
                 "id": str(f.id),
