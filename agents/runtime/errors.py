@@ -139,3 +139,30 @@ class ActionNotAllowed(AppError):
 class AgentNotStartable(AppError):
     code = "agent_not_startable"
     message = "This agent's runs are started by the process that runs it."
+
+
+class ThreadDrivenElsewhere(AppError):
+    """A write to a LangGraph thread that another API key or person drives: from here the
+    thread does not exist (its id says nothing about whose it is)."""
+
+    code = "not_found"
+    status = 404
+    message = "No such thread for this key: another key or person drives it."
+
+
+class ThreadsNotForMembers(AppError):
+    code = "permission_denied"
+    status = 403
+    message = (
+        "LangGraph threads are kept by API keys and staff; a member's session cannot write them."
+    )
+
+
+class InvalidAmount(AppError):
+    code = "invalid_amount"
+    message = "An amount is a positive number below 1,000,000,000,000 with at most two decimals."
+
+
+class AmountMismatch(AppError):
+    code = "amount_mismatch"
+    message = "The interrupt's amount differs from the amount in its arguments."

@@ -13,6 +13,7 @@ Everything runs in the caller's transaction and tenant scope (row-level security
 from __future__ import annotations
 
 import uuid
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -21,7 +22,13 @@ from django.utils import timezone
 
 from agents.runtime import extensions
 from agents.runtime.definitions import Agent, register
-from agents.runtime.errors import PermanentStepError
+from agents.runtime.errors import (
+    AmountMismatch,
+    InvalidAmount,
+    PermanentStepError,
+    ThreadDrivenElsewhere,
+    ThreadsNotForMembers,
+)
 from agents.runtime.models import (
     AgentSession,
     Checkpoint,
@@ -32,9 +39,13 @@ from agents.runtime.models import (
     RunStatus,
 )
 from agents.runtime.progress import publish
+from tenants.models import Scope
 from tenants.principal import Principal
 
 AGENT = "langgraph"
+# What an approval request's amount column holds (max_digits=14, decimal_places=2).
+MAX_AMOUNT = Decimal("999999999999.99")
+CENT = Decimal("0.01")
 
 
 def _driven_elsewhere(ctx: Any) -> Any:
@@ -55,20 +66,44 @@ register(
 )
 
 
+def driver_of(principal: Principal) -> str:
+    """Who drives a thread this principal writes: its API key, or the signed-in person."""
+    if principal.api_key is not None:
+        return f"key:{principal.api_key.pk}"
+    return f"user:{principal.user.pk}" if principal.user is not None else ""
+
+
+def check_writer(principal: Principal) -> None:
+    """Members (end users) own no LangGraph thread: they never write one."""
+    if principal.api_key is None and principal.sees_only_own:
+        raise ThreadsNotForMembers()
+
+
 def _session(principal: Principal, thread_id: str, *, create: bool) -> AgentSession | None:
+    """The thread's session, locked. A write (`create`) makes it on the first checkpoint and
+    is refused when another key or person drives the thread: only the driver files its
+    checkpoints and interrupts, so nobody else can add an approval request to it."""
+    check_writer(principal)
+    me = driver_of(principal)
     sessions = AgentSession.objects.for_tenant(principal.tenant).filter(
         agent=AGENT, title=thread_id
     )
     found = sessions.select_for_update().first()
-    if found is not None or not create:
+    if found is not None:
+        if found.driver and found.driver != me:
+            raise ThreadDrivenElsewhere()
+        if not found.driver:  # kept before threads had drivers: its next writer adopts it
+            AgentSession.objects.filter(pk=found.pk).update(driver=me)
         return found
+    if not create:
+        return None
     try:
         with transaction.atomic():  # a savepoint: a concurrent first write may win the race
             return AgentSession.objects.create(
-                tenant=principal.tenant, agent=AGENT, title=thread_id, user=None
+                tenant=principal.tenant, agent=AGENT, title=thread_id, user=None, driver=me
             )
     except IntegrityError:
-        return sessions.select_for_update().get()
+        return _session(principal, thread_id, create=False)
 
 
 def _run(principal: Principal, thread_id: str, ns: str, *, create: bool) -> Run | None:
@@ -234,10 +269,15 @@ def external_writes_put(
 
 @transaction.atomic
 def external_thread_delete(*, principal: Principal, thread_id: str) -> int:
-    """Forget a thread: its session, runs, checkpoints, values and writes."""
+    """Forget a thread: its session, runs, checkpoints, values and writes. Its driver may,
+    and an admin (to clear a thread whose key was revoked); to anyone else it is not there."""
+    check_writer(principal)
     sessions = AgentSession.objects.for_tenant(principal.tenant).filter(
         agent=AGENT, title=thread_id
     )
+    others = sessions.exclude(driver__in=["", driver_of(principal)])
+    if not principal.can(Scope.ADMIN) and others.exists():
+        raise ThreadDrivenElsewhere()
     deleted, _ = sessions.delete()
     return deleted
 
@@ -253,7 +293,9 @@ def external_checkpoints(
     limit: int | None = None,
 ) -> list[dict[str, Any]]:
     """Checkpoints of the tenant's external threads, newest first per (thread, namespace),
-    each with the channel values it names and its pending writes."""
+    each with the channel values it names and its pending writes. Members see none."""
+    if principal.api_key is None and principal.sees_only_own:
+        return []
     rows = ExternalCheckpoint.objects.for_tenant(principal.tenant)
     if thread_id is not None:
         rows = rows.filter(thread_id=thread_id)
@@ -357,18 +399,21 @@ def _as_dict(
 
 
 def _pause(run: Run, interrupt: dict[str, Any]) -> None:
-    """`interrupt({"action", "arguments", "reason", "amount"})` in a graph: an approval request
-    in the inbox (through the registered pause handler, so the tenant's policies apply). The
+    """`interrupt({"action", "arguments", "reason"})` in a graph: an approval request in the
+    inbox (through the registered pause handler, so the tenant's policies apply). The policy
+    judges the amount in the arguments (`arguments["amount"]`), never a number the graph
+    declares beside them: without one, a person decides whatever the policy's threshold. The
     same interrupt again (a retried request) changes nothing."""
     value = interrupt.get("value")
     if not isinstance(value, dict) or not isinstance(value.get("action"), str):
         return  # an interrupt for something else: the graph's own business
-    request_id = uuid.uuid5(uuid.NAMESPACE_URL, f"agentstate:{run.pk}:{interrupt.get('id')}")
+    given = value.get("arguments")
+    arguments: dict[str, Any] = given if isinstance(given, dict) else {}
+    amount = interrupt_amount(value, arguments)
+    request_id = request_id_for(run, interrupt.get("id"))
     decided = (run.wake_payload or {}).get("decision") or {}
     if run.waiting_for == str(request_id) or decided.get("request_id") == str(request_id):
         return
-    given = value.get("arguments")
-    arguments: dict[str, Any] = given if isinstance(given, dict) else {}
     Run.objects.filter(pk=run.pk).update(
         status=RunStatus.WAITING_APPROVAL,
         waiting_for=str(request_id),
@@ -385,7 +430,7 @@ def _pause(run: Run, interrupt: dict[str, Any]) -> None:
             action=value["action"][:100],
             arguments=arguments,
             reason=str(value.get("reason") or "")[:2000],
-            amount=value.get("amount") if isinstance(value.get("amount"), int | float) else None,
+            amount=amount,
             due_at=None,
         )
     )
@@ -397,8 +442,49 @@ def _pause(run: Run, interrupt: dict[str, Any]) -> None:
     )
 
 
-def external_decision(*, principal: Principal, thread_id: str, checkpoint_ns: str) -> dict:
-    """Where the thread's run stands: waiting for a person, or the decision they made."""
+def request_id_for(run: Run, interrupt_id: Any) -> uuid.UUID:
+    """The approval request of one interrupt of a thread's run: the same id every time."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"agentstate:{run.pk}:{interrupt_id}")
+
+
+def interrupt_amount(value: dict[str, Any], arguments: dict[str, Any]) -> Decimal | None:
+    """The amount a policy judges: the arguments'. An amount declared beside them must be
+    the same; either one that is not a positive amount is refused (InvalidAmount)."""
+    in_arguments = parse_amount(arguments.get("amount"))
+    declared = parse_amount(value.get("amount"))
+    if declared is not None and in_arguments is not None and declared != in_arguments:
+        raise AmountMismatch(
+            f"The interrupt declares {declared} but its arguments say {in_arguments}.",
+            detail={"amount": str(declared), "arguments.amount": str(in_arguments)},
+        )
+    return in_arguments
+
+
+def parse_amount(raw: Any) -> Decimal | None:
+    """A positive amount of money (a number, or a number written as text), to the cent."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str | Decimal):
+        raise InvalidAmount(detail={"amount": repr(raw)[:100]})
+    try:
+        amount = Decimal(str(raw).strip()[:50])
+    except InvalidOperation:
+        raise InvalidAmount(detail={"amount": str(raw)[:100]}) from None
+    if not amount.is_finite() or amount > MAX_AMOUNT:
+        raise InvalidAmount(detail={"amount": str(raw)[:100]})
+    amount = amount.quantize(CENT, rounding=ROUND_HALF_UP)
+    if amount <= 0:
+        raise InvalidAmount(detail={"amount": str(raw)[:100]})
+    return amount
+
+
+def external_decision(
+    *, principal: Principal, thread_id: str, checkpoint_ns: str, interrupt_id: str
+) -> dict[str, Any] | None:
+    """Where one interrupt of the thread stands: waiting for a person, or the decision made
+    on that very interrupt's request (never another request's). None: no such thread."""
+    if principal.api_key is None and principal.sees_only_own:
+        return None
     run = (
         Run.objects.for_tenant(principal.tenant)
         .filter(session__agent=AGENT, session__title=thread_id, input__checkpoint_ns=checkpoint_ns)
@@ -406,6 +492,14 @@ def external_decision(*, principal: Principal, thread_id: str, checkpoint_ns: st
         .first()
     )
     if run is None:
-        return {"status": None, "decision": None}
+        return None
+    request_id = str(request_id_for(run, interrupt_id))
     decision = (run.wake_payload or {}).get("decision")
-    return {"status": run.status, "waiting_for": run.waiting_for, "decision": decision}
+    if not isinstance(decision, dict) or decision.get("request_id") != request_id:
+        decision = None
+    return {
+        "status": run.status,
+        "waiting": run.waiting_for == request_id,
+        "request_id": request_id,
+        "decision": decision,
+    }

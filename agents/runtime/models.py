@@ -47,6 +47,9 @@ class AgentSession(TenantOwned):
     token_count = models.PositiveIntegerField(default=0)
     last_seq = models.PositiveIntegerField(default=0)  # seq of the newest message
     version = models.PositiveIntegerField(default=1)
+    # A LangGraph thread's driver ("key:<api key id>" or "user:<user id>"): only it writes
+    # the thread (agents/runtime/external.py). Blank for every other conversation.
+    driver = models.CharField(max_length=100, blank=True, default="", db_default="")
     expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

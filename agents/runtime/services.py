@@ -145,10 +145,15 @@ def _after_append(
 
 @transaction.atomic
 def message_post(
-    *, principal: Principal, session: AgentSession, content: str
+    *,
+    principal: Principal,
+    session: AgentSession,
+    content: str,
+    input_overrides: dict[str, Any] | None = None,
 ) -> tuple[Message, Run]:
     """A user message: queued to a run that is working, else it starts a new run, with the input
-    the conversation's last run had (its customer, say) and this message."""
+    the conversation's last run had (its customer, say), `input_overrides` (a member's own
+    customer: they never run for someone else) and this message."""
     definition = get_agent(session.agent)
     active = (
         Run.objects.for_tenant(principal.tenant)
@@ -184,7 +189,7 @@ def message_post(
         active = run_start(
             principal=principal,
             agent=session.agent,
-            input={**carried, "message": content},
+            input={**carried, **(input_overrides or {}), "message": content},
             session=session,
         )
     return message, active

@@ -130,11 +130,15 @@ class SessionMessagesView(ApiView):
     @idempotent
     def post(self, request: Request, session_id: Any) -> Response:
         """Post a user message: it joins the active run or starts a new one, whose input is
-        the conversation's last run's input (its `customer`, say) with this `message`."""
+        the conversation's last run's input (its `customer`, say) with this `message`; a
+        member's new run is always for themselves, whoever the last run was for."""
         session = selectors.session_for(request.principal, session_id)
         data = validated(s.MessageCreateSerializer, request.data)
         message, run = services.message_post(
-            principal=request.principal, session=session, content=data["content"]
+            principal=request.principal,
+            session=session,
+            content=data["content"],
+            input_overrides=_run_input(request.principal, {}),
         )
         body = s.MessagePostedSerializer({"message": message, "run": run}).data
         return Response(body, status=status.HTTP_201_CREATED)

@@ -15,10 +15,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.runtime import external
+from agents.runtime.errors import ThreadDrivenElsewhere
 from core import json_input
 from core.api import ApiView, error_responses, validated
 from core.idempotency import idempotent
 from core.serializers import JSONObjectField
+from tenants.audit import audit_record
 
 TAGS = ["langgraph"]
 # A graph saves a checkpoint and a task's writes per step: counted as reads, not as the
@@ -148,9 +150,12 @@ class CheckpointSavedSerializer(serializers.Serializer):
 
 
 class ThreadDecisionSerializer(serializers.Serializer):
-    status = serializers.CharField(allow_null=True)
-    waiting_for = serializers.CharField(required=False)
-    decision = serializers.JSONField(allow_null=True)
+    status = serializers.CharField(help_text="the thread's run status")
+    waiting = serializers.BooleanField(help_text="this interrupt waits for a person")
+    request_id = serializers.UUIDField(help_text="the approval request of this interrupt")
+    decision = serializers.JSONField(
+        allow_null=True, help_text="the decision made on this interrupt's request, once made"
+    )
 
 
 class CheckpointsView(ApiView):
@@ -181,14 +186,17 @@ class CheckpointsView(ApiView):
         operation_id="langgraph_checkpoints_put",
         tags=TAGS,
         request=CheckpointPutSerializer,
-        responses={201: CheckpointSavedSerializer, **error_responses(400, 403)},
+        responses={201: CheckpointSavedSerializer, **error_responses(400, 403, 404)},
     )
     @idempotent
     def post(self, request: Request) -> Response:
         """Save a checkpoint (the same id again replaces it): idempotent by its id."""
         data = validated(CheckpointPutSerializer, request.data)
         _json_only(data["metadata"])
-        saved = external.external_checkpoint_put(principal=request.principal, **data)
+        try:
+            saved = external.external_checkpoint_put(principal=request.principal, **data)
+        except ThreadDrivenElsewhere as exc:
+            return _refused(request, exc, data["thread_id"], "checkpoint")
         return Response(
             {
                 "thread_id": saved.thread_id,
@@ -207,19 +215,25 @@ class WritesView(ApiView):
         operation_id="langgraph_writes_put",
         tags=TAGS,
         request=WritesPutSerializer,
-        responses={204: None, **error_responses(400, 403)},
+        responses={204: None, **error_responses(400, 403, 404)},
     )
     @idempotent
     def post(self, request: Request) -> Response:
         """Save a task's pending writes: idempotent by (checkpoint, task, index)."""
         data = validated(WritesPutSerializer, request.data)
-        external.external_writes_put(principal=request.principal, **data)
+        try:
+            external.external_writes_put(principal=request.principal, **data)
+        except ThreadDrivenElsewhere as exc:
+            return _refused(request, exc, data["thread_id"], "writes")
         return Response(status=204)
 
 
 class ThreadQuerySerializer(serializers.Serializer):
     thread_id = serializers.CharField(max_length=200)
     checkpoint_ns = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    interrupt_id = serializers.CharField(
+        max_length=200, help_text="the id of the interrupt the graph is waiting on"
+    )
 
 
 class DecisionView(ApiView):
@@ -229,17 +243,21 @@ class DecisionView(ApiView):
         operation_id="langgraph_decision",
         tags=TAGS,
         parameters=[ThreadQuerySerializer],
-        responses={200: ThreadDecisionSerializer, **error_responses(400)},
+        responses={200: ThreadDecisionSerializer, **error_responses(400, 404)},
     )
     def get(self, request: Request) -> Response:
-        """Whether the thread waits for a person's decision, and the decision once made
-        (what `AgentStateSaver.decision` returns, to resume with `Command(resume=...)`)."""
+        """Whether one interrupt of the thread waits for a person's decision, and the decision
+        made on that interrupt's own request (what `AgentStateSaver.decision` returns, to
+        resume with `Command(resume=...)`); a decision on any other request is never given."""
         query = validated(ThreadQuerySerializer, request.query_params)
         found = external.external_decision(
             principal=request.principal,
             thread_id=query["thread_id"],
             checkpoint_ns=query.get("checkpoint_ns", ""),
+            interrupt_id=query["interrupt_id"],
         )
+        if found is None:
+            return Response({"code": "not_found", "message": "No such thread."}, status=404)
         return Response(found)
 
 
@@ -249,12 +267,29 @@ class ThreadView(ApiView):
     @extend_schema(
         operation_id="langgraph_thread_delete",
         tags=TAGS,
-        responses={204: None, **error_responses(403)},
+        responses={204: None, **error_responses(403, 404)},
     )
     def delete(self, request: Request, thread_id: str) -> Response:
-        """Forget a thread: every checkpoint, value and write of it (404 never: idempotent)."""
-        external.external_thread_delete(principal=request.principal, thread_id=thread_id)
+        """Forget a thread: every checkpoint, value and write of it. A thread that does not
+        exist is already forgotten (204); one another key drives is 404 (admins may)."""
+        try:
+            external.external_thread_delete(principal=request.principal, thread_id=thread_id)
+        except ThreadDrivenElsewhere as exc:
+            return _refused(request, exc, thread_id, "delete")
         return Response(status=204)
+
+
+def _refused(request: Request, exc: ThreadDrivenElsewhere, thread_id: str, verb: str) -> Response:
+    """A write to a thread someone else drives: 404, nothing written but this audit row."""
+    audit_record(
+        tenant=request.principal.tenant,
+        actor=request.principal,
+        action="langgraph.write_refused",
+        target_type="langgraph.thread",
+        target_id=thread_id[:100],
+        after={"verb": verb, "thread_id": thread_id, "code": exc.code},
+    )
+    return Response(exc.as_dict(), status=exc.status)
 
 
 def _encoded(found: dict[str, Any]) -> dict[str, Any]:

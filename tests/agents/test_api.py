@@ -26,6 +26,7 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_request_create
 from core.models import IdempotencyRecord
 from tenants.models import AuditEvent
+from tenants.principal import Principal
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents import agents_for_tests  # noqa: F401 - registers the test agents
@@ -201,7 +202,11 @@ def test_a_conversation_shows_its_transcript(as_member, member, tenant_a, enqueu
     posted = first.json()
     assert posted["message"]["content"] == "I was charged twice"
     assert posted["run"]["status"] == "queued"
-    assert posted["run"]["input"] == {"message": "I was charged twice"}
+    # A member's run is for themselves, as in the chat.
+    assert posted["run"]["input"] == {
+        "customer": member.user.username,
+        "message": "I was charged twice",
+    }
     assert posted["run"]["session"] == str(session.pk)
     detail = as_member.get(url).json()
     assert [(m["seq"], m["role"], m["content"]) for m in detail["messages"]] == [
@@ -273,6 +278,29 @@ def test_a_members_api_run_is_for_themselves_whatever_customer_the_body_names(
     with tenant_scope(tenant_a.pk):
         audit = AuditEvent.objects.for_tenant(tenant_a).get(action="run.started")
     assert audit.after["input"]["customer"] == themselves
+
+
+def test_a_members_message_runs_for_themselves_when_the_last_run_was_for_someone_else(
+    as_member, member, tenant_a, enqueued
+):
+    session = open_session(member)
+    key = factories.make_api_key(tenant_a, ["read", "write"])
+    with tenant_scope(tenant_a.pk):
+        services.run_start(
+            principal=Principal.for_api_key(key.key, tenant_a),
+            agent="refund_desk",
+            input={"customer": "bob", "message": "refund bob"},
+            session=session,
+        )
+        Run.objects.filter(session=session).update(status="succeeded")
+
+    url = f"/api/v1/sessions/{session.pk}/messages"
+    response = post(as_member, url, {"content": "refund me"})
+
+    assert response.status_code == 201, response.json()
+    with tenant_scope(tenant_a.pk):
+        newest = Run.objects.filter(session=session).order_by("-created_at").first()
+    assert newest.input == {"customer": member.user.username, "message": "refund me"}
 
 
 @pytest.mark.parametrize("who", ["manager", "admin"])
@@ -594,7 +622,6 @@ def test_a_body_without_a_length_that_grows_too_big_gets_413(members, settings):
     # As an ASGI request with `Transfer-Encoding: chunked`: no Content-Length, only the
     # buffered body tells its size, and Django raises RequestDataTooBig while reading it.
     from agents.web.api import RunListView
-    from tenants.principal import Principal
 
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2048
     membership = members["member"]

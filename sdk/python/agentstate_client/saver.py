@@ -176,14 +176,23 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         )
 
     def decision(self, config: RunnableConfig) -> dict[str, Any] | None:
-        """The decision a person made on the thread's `interrupt({"action": ...})` (approved,
-        arguments as they may have edited them, comment), or None while it waits. Resume the
-        graph with `Command(resume=saver.decision(config))`."""
+        """The decision a person made on the `interrupt({"action": ...})` the thread is
+        waiting on (approved, arguments as they may have edited them, comment), or None while
+        it waits or when the thread waits on nothing. Resume the graph with
+        `Command(resume=saver.decision(config))`.
+
+        The decision asked for is that of the interrupt in the thread's latest checkpoint's
+        pending writes, so a decision on any other request is never handed to the graph."""
+        waiting = self.get_tuple(config)
+        interrupt_id = _waiting_interrupt(waiting.pending_writes if waiting else [])
+        if interrupt_id is None:
+            return None
         conf = config["configurable"]
         found = self._client.get(
             "langgraph/decision",
             thread_id=conf["thread_id"],
             checkpoint_ns=conf.get("checkpoint_ns", ""),
+            interrupt_id=interrupt_id,
         )
         return found.get("decision")
 
@@ -290,6 +299,18 @@ def _interrupts(value: Any) -> list[dict[str, Any]]:
             continue
         found.append({"id": str(interrupt.id), "value": payload})
     return found
+
+
+def _waiting_interrupt(pending_writes: Any) -> str | None:
+    """The id of the first interrupt naming an `action` among a checkpoint's pending writes."""
+    for _task, channel, value in pending_writes or []:
+        if channel != INTERRUPT:
+            continue
+        for interrupt in value if isinstance(value, list | tuple) else [value]:
+            payload = getattr(interrupt, "value", None)
+            if isinstance(payload, dict) and isinstance(payload.get("action"), str):
+                return str(interrupt.id)
+    return None
 
 
 def _b64(raw: bytes) -> str:
