@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from agents.runtime import external, progress, queue
+from agents.runtime import external, progress, queue, webhooks
 from agents.runtime.models import Run, RunStatus
 from approvals import notifications
 from approvals.arguments import arguments_check
@@ -246,7 +246,9 @@ def _resume(
         progress.publish(
             tenant_id=request.tenant_id, run_id=request.run_id, kind="run.status", status=status
         )
-        if not elsewhere:
+        if elsewhere:  # the graph's process hears of it through its tenant's webhooks
+            webhooks.decision_made(tenant_id=request.tenant_id, run=runs.get(), decision=decision)
+        else:
             tenant_id, run_id = request.tenant_id, request.run_id
             transaction.on_commit(lambda: queue.enqueue_run(tenant_id=tenant_id, run_id=run_id))
     return bool(resumed)

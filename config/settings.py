@@ -290,6 +290,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "agents.expire_idempotency_records",
         "schedule": 3600.0,
     },
+    # Webhook tries whose task message was lost (agents/runtime/webhooks.py).
+    "send-due-webhooks": {
+        "task": "agents.send_due_webhooks",
+        "schedule": env_float("WEBHOOK_SWEEP_SECONDS", 30.0, minimum=1.0),
+    },
     # Approval deadlines: auto-reject or escalate within this many seconds of the due time.
     "approval-deadlines": {
         "task": "approvals.sweep_deadlines",
@@ -297,6 +302,10 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 CELERY_TIMEZONE = TIME_ZONE
+# Signed webhooks on decisions (agents/runtime/webhooks.py): each try's timeout, and how many
+# tries (backoff doubling from 2 s to an hour) before a delivery is given up.
+WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 5.0, minimum=0.5)
+WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 20, minimum=1)
 
 # Redis pub/sub: a group is a Redis channel, group_add a SUBSCRIBE on the process's one
 # pub/sub connection, and agents.live.broadcast PUBLISHes to it from the engine (one host

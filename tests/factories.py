@@ -186,6 +186,25 @@ def _external_write_row(tenant: Tenant):
     )
 
 
+def _webhook_endpoint_row(tenant: Tenant):
+    from agents.runtime.models import WebhookEndpoint
+
+    return WebhookEndpoint.objects.create(
+        tenant=tenant, url="https://hooks.example/x", secret="s", events=["langgraph.decision"]
+    )
+
+
+def _webhook_delivery_row(tenant: Tenant):
+    from agents.runtime.models import WebhookDelivery
+
+    return WebhookDelivery.objects.create(
+        tenant=tenant,
+        endpoint=_webhook_endpoint_row(tenant),
+        event="langgraph.decision",
+        event_key=uuid.uuid4().hex,
+    )
+
+
 def _idempotency_row(tenant: Tenant):
     from django.utils import timezone
 
@@ -325,6 +344,8 @@ TENANT_OWNED_ROWS = {
             ("agents.ExternalCheckpoint", _external_checkpoint_row),
             ("agents.ExternalBlob", _external_blob_row),
             ("agents.ExternalWrite", _external_write_row),
+            ("agents.WebhookEndpoint", _webhook_endpoint_row),
+            ("agents.WebhookDelivery", _webhook_delivery_row),
             ("approvals.ApprovalRequest", _approval_row),
             ("approvals.ApprovalPolicy", _approval_policy_row),
             ("approvals.ApproverGroup", _approver_group_row),

@@ -511,3 +511,73 @@ class ExternalWrite(TenantOwned):
                 name="externalwrite_unique_idx",
             )
         ]
+
+
+class WebhookEndpoint(TenantOwned):
+    """Where the tenant wants to hear about decisions on its LangGraph threads, so a graph
+    waiting on `interrupt()` resumes when told instead of polling. Each delivery is signed
+    with `secret` (HMAC-SHA256; shown once when the endpoint is made)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    url = models.URLField(max_length=500)
+    secret = models.CharField(max_length=100)
+    events = models.JSONField(default=list)
+    description = models.CharField(max_length=200, blank=True)
+    created_by_label = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["tenant", "-created_at"], name="webhook_tenant_recent")]
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class WebhookDeliveryStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    DELIVERED = "delivered", "Delivered"
+    FAILED = "failed", "Failed"
+
+
+class WebhookDelivery(TenantOwned):
+    """One event for one endpoint: written in the transaction that made the event, sent after
+    it commits, tried again with backoff until the endpoint answers 2xx (at least once; the
+    id, sent as `AgentState-Delivery`, lets the receiver drop a repeat)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    endpoint = models.ForeignKey(
+        WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    event = models.CharField(max_length=100)
+    event_key = models.CharField(max_length=200)  # one delivery per endpoint and event
+    payload = models.JSONField(default=dict)
+    status = models.CharField(
+        max_length=16,
+        choices=WebhookDeliveryStatus.choices,
+        default=WebhookDeliveryStatus.PENDING,
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    last_status_code = models.PositiveIntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["endpoint", "event_key"], name="webhookdelivery_once_per_event"
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"],
+                name="webhookdelivery_due",
+                condition=models.Q(status="pending"),
+            )
+        ]

@@ -11,7 +11,7 @@ from celery import shared_task
 from celery.worker.request import Request
 from django.db import close_old_connections, connections
 
-from agents.runtime import metrics
+from agents.runtime import metrics, webhooks
 from agents.runtime.engine.runner import drive
 from agents.runtime.errors import INFRASTRUCTURE_ERRORS
 from agents.runtime.sweeps import expire_idempotency, recover, take_back_from
@@ -96,3 +96,18 @@ def recover_runs() -> dict:
 @shared_task(name="agents.expire_idempotency_records")
 def expire_idempotency_records() -> int:
     return expire_idempotency()
+
+
+@shared_task(name="agents.deliver_webhook", acks_late=True)
+def deliver_webhook(*, tenant_id: str, delivery_id: str) -> str:
+    """Try one webhook delivery; a failed try queues the next one after its backoff."""
+    status = webhooks.webhook_deliver(tenant_id=tenant_id, delivery_id=delivery_id)
+    if status == "pending":
+        webhooks.webhook_send_later(tenant_id=tenant_id, delivery_id=delivery_id)
+    return status
+
+
+@shared_task(name="agents.send_due_webhooks")
+def send_due_webhooks() -> int:
+    """Beat: queue the deliveries whose try is due (a lost message is sent again)."""
+    return webhooks.webhooks_send_due()

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from agents.web import api, langgraph_api
+from agents.web import api, langgraph_api, webhooks_api
 
 app_name = "agents_api"
 
@@ -19,6 +19,14 @@ urlpatterns = [
         "langgraph/threads/<path:thread_id>",
         langgraph_api.ThreadView.as_view(),
         name="api_langgraph_thread",
+    ),
+    # Signed webhooks on decisions (agents/runtime/webhooks.py).
+    path("webhooks", webhooks_api.EndpointsView.as_view(), name="api_webhooks"),
+    path("webhooks/<uuid:endpoint_id>", webhooks_api.EndpointView.as_view(), name="api_webhook"),
+    path(
+        "webhooks/<uuid:endpoint_id>/deliveries",
+        webhooks_api.DeliveriesView.as_view(),
+        name="api_webhook_deliveries",
     ),
     path("agents", api.AgentListView.as_view(), name="api_agents"),
     path("sessions", api.SessionListView.as_view(), name="api_sessions"),
