@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
@@ -75,7 +76,7 @@ def approval_request_for(principal: Principal, request_id: Any) -> ApprovalReque
             .select_related("run", "run__session", "run__created_by", "policy")
             .get(pk=request_id)
         )
-    except (ApprovalRequest.DoesNotExist, ValueError, TypeError):
+    except (ApprovalRequest.DoesNotExist, ValueError, TypeError, ValidationError):
         raise Http404 from None
 
 

@@ -4,7 +4,8 @@ Used only when DATABASE_URL / REDIS_URL are unset. The servers run as daemons un
 ./var (or AGENTSTATE_VAR_DIR), survive the processes that started them, and are reused
 by every later process. Importing the settings never starts them: `make run`, `make test`
 and `.ci/run` go through `exec`, which starts what is missing and hands the child process
-DATABASE_URL, REDIS_URL and SECRET_KEY (`service_env()`).
+DATABASE_URL, REDIS_URL and SECRET_KEY (`service_env()`); `manage.py` does the same for its
+command when DATABASE_URL is unset and the servers were set up here (`for_command()`).
 
     python -m config.embedded up | down | status | exec -- CMD...
 
@@ -417,6 +418,35 @@ def service_env(environ: dict[str, str] | None = None) -> dict[str, str]:
         "REDIS_URL": environ.get("REDIS_URL") or ensure_redis(),
         "SECRET_KEY": environ.get("SECRET_KEY") or dev_secret_key(),
     }
+
+
+def is_set_up() -> bool:
+    """Whether this checkout's embedded PostgreSQL was ever set up under the var dir (by
+    `make run`, `make test`, `make services-up` or `exec`); creates nothing."""
+    root = Path(os.environ.get("AGENTSTATE_VAR_DIR") or BASE_DIR / "var")
+    return (root / "postgres.json").is_file()
+
+
+@contextlib.contextmanager
+def for_command() -> Iterator[None]:
+    """What `manage.py` runs in: with no DATABASE_URL set and this checkout's embedded servers
+    set up, the command gets their URLs and the development key in its environment (as `exec`
+    gives its child), starting a server that is not running and stopping it afterwards.
+    Otherwise nothing changes: without DATABASE_URL the settings refuse, as in production."""
+    if os.environ.get("DATABASE_URL") or not is_set_up():
+        yield
+        return
+    before = _status()
+    if not all(before.values()):
+        print("starting the embedded servers (`make services-up` keeps them up)", file=sys.stderr)
+    os.environ.update(service_env())
+    try:
+        yield
+    finally:
+        if not before["redis"]:
+            stop_redis()
+        if not before["postgres"]:
+            stop_postgres()
 
 
 def _exec(command: list[str]) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
@@ -27,16 +28,18 @@ def _hash_key(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+# What api_key_create issues: `ak_`, the tenant id in 32 lowercase hex digits, `_`, then a
+# token_urlsafe secret. Anything else is malformed before any lookup (`int(x, 16)` alone would
+# pass "-…", "+…", "0x…", whitespace and non-ASCII digits, and uuid.UUID would then fail).
+_API_KEY_SHAPE = re.compile(rf"{API_KEY_PREFIX}_([0-9a-f]{{32}})_[A-Za-z0-9_-]{{1,256}}", re.ASCII)
+
+
 def parse_api_key(raw: str) -> tuple[str, str] | None:
     """Split `ak_<tenant hex>_<secret>` into (tenant id hex, full key), or None."""
-    parts = raw.split("_", 2)
-    if len(parts) != 3 or parts[0] != API_KEY_PREFIX or len(parts[1]) != 32:
+    match = _API_KEY_SHAPE.fullmatch(raw)
+    if match is None:
         return None
-    try:
-        int(parts[1], 16)
-    except ValueError:
-        return None
-    return parts[1], raw
+    return match.group(1), raw
 
 
 def api_key_hash(raw: str) -> str:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.http import Http404, QueryDict
 from django.template.loader import render_to_string
 from django.utils import timezone
@@ -69,7 +70,7 @@ def _scoped(principal: Principal):
 def _visible_run(principal: Principal, run_id: Any) -> Run:
     try:
         return selectors.runs_for(principal).select_related("created_by").get(pk=run_id)
-    except (Run.DoesNotExist, ValueError, TypeError, Http404):
+    except (Run.DoesNotExist, ValueError, TypeError, ValidationError, Http404):
         raise Refused(f"run {run_id} is not visible to {principal.label}") from None
 
 

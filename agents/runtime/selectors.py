@@ -6,6 +6,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.models import Count, Q, QuerySet
 from django.db.models.functions import Trunc
@@ -39,7 +40,7 @@ def session_for(principal: Principal, session_id: Any) -> AgentSession:
     """The session, or 404 for anyone who may not see it (other tenants, other members)."""
     try:
         return sessions_for(principal).get(pk=session_id)
-    except (AgentSession.DoesNotExist, ValueError, TypeError):
+    except (AgentSession.DoesNotExist, ValueError, TypeError, ValidationError):
         raise Http404 from None
 
 
@@ -60,7 +61,7 @@ def run_for(principal: Principal, run_id: Any) -> Run:
     """The run, or 404 for anyone who may not see it."""
     try:
         return runs_for(principal).get(pk=run_id)
-    except (Run.DoesNotExist, ValueError, TypeError):
+    except (Run.DoesNotExist, ValueError, TypeError, ValidationError):
         raise Http404 from None
 
 

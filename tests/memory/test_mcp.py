@@ -157,7 +157,7 @@ def test_an_unknown_username_is_no_such_person(console_url, write_key):
     assert result.is_error and text_of(result) == "no such person"
 
 
-def post_tools_list(url: str, authorization: str | None):
+def post_tools_list(url: str, authorization: str | bytes | None):
     headers = {"Accept": "application/json, text/event-stream"}
     if authorization:
         headers["Authorization"] = authorization
