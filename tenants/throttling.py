@@ -143,8 +143,9 @@ def count_call(principal: Principal, bucket: str) -> None:
     rate = rate_for(principal.tenant, bucket)
     if rate is None:
         return
-    if principal.api_key is not None:
-        who, subject = "API key", f"k:{principal.api_key.pk}"
+    if principal.api_key is not None:  # an integration's key, or a person's MCP token
+        who = "token" if principal.personal_token else "API key"
+        subject = f"k:{principal.api_key.pk}"
     else:
         who, subject = "person", f"u:{getattr(principal.user, 'pk', '')}"
     now = time.time()
