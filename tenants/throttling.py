@@ -138,7 +138,7 @@ class ApiRateThrottle(BaseThrottle):
 def count_call(principal: Principal, bucket: str) -> None:
     """Count one call of this key (or person) in the bucket; RateLimited past the rate.
 
-    The REST API counts through ApiRateThrottle, the MCP server (memory/mcp.py) per tool call.
+    The REST API counts through ApiRateThrottle, the MCP server (memory/mcp/) per tool call.
     """
     rate = rate_for(principal.tenant, bucket)
     if rate is None:

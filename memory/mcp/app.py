@@ -18,7 +18,8 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
-from memory.mcp.server import PATH, build_server, request_state
+from memory.mcp.auth import request_state
+from memory.mcp.server import PATH, build_server
 from tenants import outage
 
 logger = logging.getLogger(__name__)
