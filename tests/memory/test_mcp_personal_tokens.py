@@ -5,6 +5,8 @@ token. Through the SDK's own client, over real HTTP to the real ASGI app (as tes
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import datetime as dt
 
 import pytest
@@ -14,7 +16,7 @@ from django.utils import timezone
 from memory import services as memory_services
 from tenants import personal_tokens
 from tenants import services as tenant_services
-from tenants.models import ApiKey, AuditEvent, Role
+from tenants.models import ApiKey, AuditEvent, Membership, Role
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.memory.conftest import facts_of, remember
@@ -201,12 +203,19 @@ def _remove(alice, key: ApiKey) -> None:
         tenant_services.membership_remove(actor=factories.principal_for(admin), membership=alice)
 
 
+def _drop_membership(alice, key: ApiKey) -> None:
+    """The membership gone some other way than the members page (the Django admin, a script)."""
+    with tenant_scope(alice.tenant_id):
+        Membership.objects.for_tenant(alice.tenant_id).filter(pk=alice.pk).delete()
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
         (_revoke, "This token was revoked; make a new one on your privacy page."),
         (_expire, "This token has expired; make a new one on your privacy page."),
-        (_remove, "The person this token belongs to is no longer a member here."),
+        (_remove, "This token was revoked; make a new one on your privacy page."),
+        (_drop_membership, "The person this token belongs to is no longer a member here."),
     ],
 )
 def test_a_revoked_expired_or_former_members_token_is_401_saying_why(
@@ -237,6 +246,17 @@ def test_a_malformed_or_unknown_token_is_401_never_a_crash(console_url, token):
     response = post_tools_list(console_url, f"Bearer {token}")
     assert_401(response)
     assert response.json()["error_description"]
+
+
+def test_a_former_members_tokens_stay_dead_when_they_join_again(console_url, tenant_a, alice):
+    created = factories.make_personal_token(alice)
+    _remove(alice, created.key)
+    factories.make_member(tenant_a, Role.MEMBER, user=alice.user)
+    response = post_tools_list(console_url, f"Bearer {created.raw}")
+    assert_401(response)
+    assert response.json()["error_description"].startswith("This token was revoked")
+    (removed,) = audit(tenant_a, action="membership.removed")
+    assert removed.after == {"personal_tokens_revoked": 1}
 
 
 # --- audit and rate limits -----------------------------------------------------------------------
@@ -439,3 +459,35 @@ def test_a_key_without_the_scope_is_told_which_in_words(
     (result,) = call(console_url, key, (tool, args))
     assert result.structured_content["message"] == message
     assert "Scope." not in text_of(result)
+
+
+def test_a_crashing_tool_is_a_coded_error_that_tells_nothing_of_the_crash(caplog):
+    from memory.mcp.server import INTERNAL, build_server
+
+    server = build_server()
+
+    def boom() -> str:
+        raise RuntimeError("internals: /srv/secret.py line 3")
+
+    server.add_tool(boom)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        result = pool.submit(asyncio.run, server.call_tool("boom", {})).result()
+    assert result.is_error
+    assert result.structured_content == {"code": "internal_error", "message": INTERNAL}
+    assert "internals" not in text_of(result)
+    assert "MCP tool 'boom' crashed" in caplog.text  # the crash stays in the server's log
+
+
+def test_the_tools_list_offers_memory_update_and_subject_is_optional(console_url, token):
+    response = post_tools_list(console_url, f"Bearer {token}")
+    tools = {t["name"]: t["inputSchema"] for t in response.json()["result"]["tools"]}
+    assert sorted(tools) == [
+        "memory_add",
+        "memory_delete",
+        "memory_list",
+        "memory_search",
+        "memory_update",
+    ]
+    assert sorted(tools["memory_update"]["required"]) == ["fact_id", "text"]
+    assert "subject" not in tools["memory_list"].get("required", [])
+    assert all("subject" in schema["properties"] for schema in tools.values())
