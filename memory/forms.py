@@ -59,3 +59,40 @@ class MemoryFilterForm(forms.Form):
             "max_length": "There is no such category.",
         },
     )
+
+
+class AssistantTokenForm(forms.Form):
+    """A person's own MCP token, on the privacy page (memory/assistant.py)."""
+
+    name = forms.CharField(
+        label="Name",
+        max_length=100,
+        strip=True,
+        initial="My assistant",
+        help_text="So you can tell your tokens apart, e.g. the assistant or computer using it.",
+        error_messages={
+            "required": "Give the token a name.",
+            "max_length": "A name is at most %(limit_value)d characters.",
+        },
+    )
+    access = forms.ChoiceField(
+        label="What the assistant may do",
+        choices=[
+            ("read", "Read my memories"),
+            ("write", "Read, add, correct and delete my memories"),
+        ],
+        initial="read",
+        widget=forms.RadioSelect,
+        error_messages={"required": "Choose what the assistant may do."},
+    )
+    expires = forms.ChoiceField(
+        label="Expires",
+        choices=[("30", "in 30 days"), ("90", "in 90 days"), ("365", "in a year"), ("", "never")],
+        initial="90",
+        required=False,
+        error_messages={"invalid_choice": "Choose when the token expires."},
+    )
+
+    def expires_in_days(self) -> int | None:
+        value = self.cleaned_data.get("expires")
+        return int(value) if value else None

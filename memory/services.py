@@ -255,6 +255,32 @@ def fact_edit(*, actor: Principal, fact: MemoryFact, text: str) -> MemoryFact:
 
 
 @transaction.atomic
+def fact_update(*, actor: Principal, fact: MemoryFact, text: str, via: str = "") -> MemoryFact:
+    """An agent or integration replaces a live fact's text (MCP `memory_update`): a new version
+    added "by an integration", the old one kept as history; the same rules as its writes
+    (secrets refused, "agents may write"). The same text again changes nothing (the fact
+    comes back with `unchanged` set). Audited without the text."""
+    if fact.valid_until is not None:
+        raise errors.FactSuperseded()
+    rules = _rules(fact.tenant_id, fact.category)
+    text = clean_text(text)
+    if not rules.agents_may_write:
+        raise errors.CategoryNotWritable(detail={"category": fact.category})
+    if normalize(text) == fact.normalized:
+        fact.unchanged = True  # type: ignore[attr-defined]
+        return fact
+    new = fact_supersede(old=fact, text=text, source_kind=SourceKind.API)
+    audit_record(
+        tenant=actor.tenant,
+        actor=actor,
+        action="memory.fact_updated",
+        target=new,
+        after={"replaces": str(fact.pk), **({"via": via} if via else {})},
+    )
+    return new
+
+
+@transaction.atomic
 def fact_delete(*, actor: Principal | str, fact: MemoryFact) -> int:
     """Forget one fact completely: every version, its embedding, and summaries quoting it."""
     deleted = _delete_lineages(fact.tenant_id, fact.subject_id, [fact.lineage])

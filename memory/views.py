@@ -24,7 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from core.confirm import confirmation_response
 from core.htmx import is_partial, vary_on_htmx
-from memory import embeddings, links, pages, policies, selectors, services
+from memory import assistant, embeddings, links, pages, policies, selectors, services
 from memory.forms import (
     DeleteAllForm,
     FactEditForm,
@@ -105,7 +105,17 @@ def privacy(request: HttpRequest) -> HttpResponse:
         return vary_on_htmx(response)
     if context["may_support"]:
         context["members"] = members_for_tenant(tenant=principal.tenant)
+    if context["own"]:
+        context.update(assistant.section(principal, may_create=_links(request)))
     return vary_on_htmx(render(request, PAGE, context, status=status))
+
+
+def own_page_context(request: HttpRequest) -> dict[str, Any]:
+    """The signed-in person's own privacy page, unfiltered (for actions answered in it)."""
+    principal: Principal = request.principal  # type: ignore[attr-defined]
+    context = _context(request, principal.user, pages.Filters())
+    context.update(assistant.section(principal, may_create=_links(request)))
+    return context
 
 
 def _found(context: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ from rest_framework import authentication, exceptions
 
 from tenants import scope
 from tenants.models import ApiKey
+from tenants.personal_tokens import is_personal
 from tenants.principal import Principal
 from tenants.services import api_key_hash, api_key_touch, parse_api_key
 
@@ -34,6 +35,12 @@ class ApiKeyUser:
         return self.username
 
 
+# A person's own token reaches their memories through the MCP server, and nothing else.
+PERSONAL_ELSEWHERE = (
+    "This is a personal MCP token: it works only with the MCP server at /mcp, not here."
+)
+
+
 class KeyRefused(Exception):
     """Why a bearer token does not authenticate, in words safe to tell the caller."""
 
@@ -43,8 +50,11 @@ def api_key_resolve(token: str) -> ApiKey:
 
     The key names its tenant, so the lookup runs under that tenant's row-level security,
     activated for the rest of the current transaction. The REST API and the MCP server
-    (memory/mcp.py) both authenticate through here.
+    (memory/mcp/) both authenticate integrations' keys through here; a person's own MCP token
+    is refused here (tenants/personal_tokens.py resolves it, for the MCP server only).
     """
+    if is_personal(token):
+        raise KeyRefused(PERSONAL_ELSEWHERE)
     parsed = parse_api_key(token)
     if parsed is None:
         raise KeyRefused("The API key is malformed.")
@@ -57,6 +67,8 @@ def api_key_resolve(token: str) -> ApiKey:
         .filter(key_hash=api_key_hash(raw))
         .first()
     )
+    if key is not None and key.user_id is not None:  # a person's token, whatever its prefix
+        raise KeyRefused(PERSONAL_ELSEWHERE)
     if key is None or not key.is_active:
         raise KeyRefused("The API key is unknown or revoked.")
     if key.is_expired:

@@ -93,9 +93,20 @@ class ApiKey(TenantOwned):
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)  # None: never
+    # Set for a person's own MCP token (tenants/personal_tokens.py): it reaches only this
+    # person's memories, only at /mcp, and only while they are a member. None: an
+    # integration's key, acting for the whole tenant.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="personal_tokens",
+    )
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [models.Index(fields=["tenant", "user"], name="apikey_personal")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"

@@ -37,6 +37,16 @@ class Principal:
     def for_api_key(cls, key: ApiKey, tenant: Tenant) -> Principal:
         return cls(tenant=tenant, scopes=frozenset(key.scopes), api_key=key)
 
+    @classmethod
+    def for_personal_token(cls, key: ApiKey, tenant: Tenant) -> Principal:
+        """A person acting through their own MCP token: that person with no role, so only
+        their own memories are theirs to reach (tenants/personal_tokens.py)."""
+        return cls(tenant=tenant, scopes=frozenset(key.scopes), user=key.user, api_key=key)
+
+    @property
+    def personal_token(self) -> bool:
+        return self.api_key is not None and self.api_key.user_id is not None
+
     def can(self, scope: str) -> bool:
         return scope in self.scopes
 
@@ -47,6 +57,9 @@ class Principal:
 
     @property
     def label(self) -> str:
+        if self.personal_token:
+            who = getattr(self.user, "username", "")
+            return f"{who} (MCP token {self.api_key.prefix}…)"  # type: ignore[union-attr]
         if self.api_key is not None:
             return f"api key {self.api_key.prefix}… ({self.api_key.name})"
         return str(getattr(self.user, "username", "anonymous"))

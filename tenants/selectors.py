@@ -99,7 +99,8 @@ def open_invitations_for_tenant(*, tenant: Tenant) -> QuerySet[Invitation]:
 
 
 def api_keys_for_tenant(*, tenant: Tenant) -> QuerySet[ApiKey]:
-    return ApiKey.objects.for_tenant(tenant).select_related("created_by")
+    """The tenant's integration keys (people's own MCP tokens are theirs: personal_tokens.py)."""
+    return ApiKey.objects.for_tenant(tenant).filter(user__isnull=True).select_related("created_by")
 
 
 def audit_events_for_tenant(

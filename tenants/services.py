@@ -172,6 +172,12 @@ def membership_remove(*, actor: Principal, membership: Membership) -> None:
     deleted, _ = Membership.objects.for_tenant(actor.tenant).filter(pk=membership.pk).delete()
     if not deleted:
         raise errors.NotFound("This person is no longer a member.")
+    # Their own MCP tokens end with the membership: joining again does not revive them.
+    revoked = (
+        ApiKey.objects.for_tenant(actor.tenant)
+        .filter(user_id=membership.user_id, revoked_at__isnull=True)
+        .update(revoked_at=timezone.now())
+    )
     audit_record(
         tenant=actor.tenant,
         actor=actor,
@@ -179,6 +185,7 @@ def membership_remove(*, actor: Principal, membership: Membership) -> None:
         target_type=Membership._meta.label_lower,
         target_id=str(membership.pk),
         before={"user": membership.user.get_username(), "role": membership.role},
+        after={"personal_tokens_revoked": revoked} if revoked else None,
     )
 
 

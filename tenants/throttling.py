@@ -138,13 +138,14 @@ class ApiRateThrottle(BaseThrottle):
 def count_call(principal: Principal, bucket: str) -> None:
     """Count one call of this key (or person) in the bucket; RateLimited past the rate.
 
-    The REST API counts through ApiRateThrottle, the MCP server (memory/mcp.py) per tool call.
+    The REST API counts through ApiRateThrottle, the MCP server (memory/mcp/) per tool call.
     """
     rate = rate_for(principal.tenant, bucket)
     if rate is None:
         return
-    if principal.api_key is not None:
-        who, subject = "API key", f"k:{principal.api_key.pk}"
+    if principal.api_key is not None:  # an integration's key, or a person's MCP token
+        who = "token" if principal.personal_token else "API key"
+        subject = f"k:{principal.api_key.pk}"
     else:
         who, subject = "person", f"u:{getattr(principal.user, 'pk', '')}"
     now = time.time()

@@ -44,6 +44,19 @@ def make_api_key(tenant: Tenant, scopes: list[str] | None = None):
         )
 
 
+def make_personal_token(membership: Membership, *, write: bool = True, expires_in_days=None):
+    """A person's own MCP token (tenants/personal_tokens.py), as their privacy page makes it."""
+    from tenants import personal_tokens
+
+    with tenant_scope(membership.tenant_id):
+        return personal_tokens.token_create(
+            actor=principal_for(membership),
+            name="my assistant",
+            write=write,
+            expires_in_days=expires_in_days,
+        )
+
+
 # --- one row of each tenant-owned table, created through the ORM with no checks of its own,
 # so that only row-level security can refuse a row for the wrong tenant. ---------------------
 

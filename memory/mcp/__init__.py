@@ -1,5 +1,6 @@
-"""The MCP server of the memory app: four memory tools over streamable HTTP at /mcp,
-authenticated by API key (server.py: the tools; app.py: the ASGI app)."""
+"""The MCP server of the memory app: five memory tools over streamable HTTP at /mcp, for an
+integration's API key or a person's own MCP token (server.py: the tools; auth.py: the tokens;
+answers.py: results and refusals; app.py: the ASGI app)."""
 
 from memory.mcp.app import application
 from memory.mcp.server import PATH

@@ -18,7 +18,8 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
-from memory.mcp.server import PATH, build_server, request_state
+from memory.mcp.auth import request_state
+from memory.mcp.server import PATH, build_server
 from tenants import outage
 
 logger = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class McpApplication:
         state: dict[str, Any] = {}
         token = request_state.set(state)
         try:
-            await app(scope, receive, _unavailable_if_outage(state, send))
+            await app(scope, receive, _refusals_explained(state, send))
         finally:
             request_state.reset(token)
 
@@ -93,9 +94,11 @@ class _Started:
             raise
 
 
-def _unavailable_if_outage(state: dict[str, Any], send: Send) -> Send:
-    """The 401 of a key that could not be checked for an outage becomes the 503 every
-    other surface answers (tenants/outage.py), with Retry-After."""
+def _refusals_explained(state: dict[str, Any], send: Send) -> Send:
+    """The SDK's 401 said only "Authentication required". A token refused for a reason its
+    holder can act on (revoked, expired, no longer a member) says why, in the same OAuth body;
+    a 401 of a token that could not be checked for an outage becomes the 503 every other
+    surface answers (tenants/outage.py), with Retry-After."""
 
     async def guarded(message: Message) -> None:
         if message["type"] == "http.response.start" and "outage" in state:
@@ -114,6 +117,20 @@ def _unavailable_if_outage(state: dict[str, Any], send: Send) -> Send:
                     ],
                 }
             )
+            await send({"type": "http.response.body", "body": body})
+        elif (
+            message["type"] == "http.response.start"
+            and message["status"] == 401
+            and state.get("refused")
+        ):
+            reason = state["refused"]
+            body = json.dumps(
+                {"error": "invalid_token", "error_description": reason, "code": "unauthenticated"}
+            ).encode()
+            state["replaced"] = True
+            headers = [(k, v) for k, v in message["headers"] if k.lower() != b"content-length"]
+            headers.append((b"content-length", str(len(body)).encode()))
+            await send({**message, "headers": headers})
             await send({"type": "http.response.body", "body": body})
         elif not state.get("replaced"):
             await send(message)

@@ -135,7 +135,10 @@ def test_a_key_of_another_tenant_cannot_reach_a_person(console_url, tenant_b, al
     )
     for result in results:
         assert result.is_error
-        assert result.structured_content == {"code": "not_found", "message": "no such person"}
+        assert result.structured_content == {
+            "code": "not_found",
+            "message": "No member of this tenant has this username.",
+        }
         assert "Lyon" not in text_of(result)
     assert [f.text for f in facts_of(alice)] == ["Lives in Lyon"]
 
@@ -154,7 +157,7 @@ def test_a_fact_of_another_person_is_no_such_fact(console_url, tenant_a, alice, 
 
 def test_an_unknown_username_is_no_such_person(console_url, write_key):
     (result,) = call(console_url, write_key, ("memory_list", {"subject": "nobody-here"}))
-    assert result.is_error and text_of(result) == "no such person"
+    assert result.is_error and text_of(result) == "No member of this tenant has this username."
 
 
 def post_tools_list(url: str, authorization: str | bytes | None):
@@ -211,7 +214,13 @@ def test_a_read_scope_key_cannot_add(console_url, tenant_a, alice):
         ("memory_add", {"subject": alice.user.username, "text": "Likes tea", "category": "note"}),
         ("memory_list", {"subject": alice.user.username}),
     )
-    assert results[0].is_error and results[0].structured_content["code"] == "permission_denied"
+    assert results[0].is_error and results[0].structured_content == {
+        "code": "permission_denied",
+        "message": (
+            "This API key can read memories but not change them (it lacks the write scope)."
+        ),
+        "detail": ["write"],
+    }
     assert not results[1].is_error
     assert facts_of(alice) == []
 
