@@ -105,7 +105,7 @@ class MemoryFact(TenantOwned):
     @property
     def value_rows(self) -> list[values.Row]:
         """A JSON value as the privacy page shows it (memory/values.py); [] for a text."""
-        return values.rows(self.value) if isinstance(self.value, dict) else []
+        return values.rows(self.value, self.text) if isinstance(self.value, dict) else []
 
 
 class MemoryPolicy(TenantOwned):

@@ -67,7 +67,8 @@ def clean_value(value: Any) -> Cleaned:
 
 def leaves(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
     """(path, leaf as text) of every leaf, in the value's order; a list of plain values is
-    one leaf (`tags: a, b`), an empty object or list is `{}` / `[]`."""
+    one leaf (`tags: a, b`), an empty object or list is `{}` / `[]`. A top-level "text" comes
+    first."""
     if not path and isinstance(value, dict) and "text" in value:  # the text first
         value = {"text": value["text"], **value}
     stack: list[tuple[str, Any]] = [(path, value)]
@@ -115,10 +116,18 @@ class Row:
         return self.short != self.text
 
 
-def rows(value: dict[str, Any]) -> list[Row]:
-    """The value as the privacy page shows it: `label: text` lines, long leaves cut."""
+def rows(value: dict[str, Any], text: str = "") -> list[Row]:
+    """The value as the privacy page shows it: `label: text` lines, long leaves cut, in the
+    writer's order. PostgreSQL's jsonb keeps an object's keys in an order of its own, so the
+    order is read back from the derived `text`, written in the writer's (a line it cannot
+    place, e.g. past the text's cut, goes last)."""
+    order: dict[str, int] = {}
+    for index, line in enumerate(text.split("\n")):
+        order.setdefault(line.split(": ", 1)[0] if ": " in line else "text", index)
     out = []
     for label, leaf in leaves(value):
         short = leaf if len(leaf) <= LONG_LEAF else leaf[:LONG_LEAF].rstrip() + "…"
         out.append(Row(label="" if label == "text" else label, text=leaf, short=short))
+    last = len(order)
+    out.sort(key=lambda row: 0 if not row.label else order.get(row.label, last))
     return out

@@ -71,6 +71,21 @@ def test_the_derived_text_has_a_line_per_leaf_with_its_path():
     ]
 
 
+def test_the_privacy_page_rows_follow_the_writers_order_which_jsonb_does_not_keep(ada):
+    value = {"zeta": 1, "text": "Profile", "alpha_long_name": {"b": 2, "a": 1}, "mid": "x"}
+    fact = remember(ada, text=None, category="note", value=value)
+    [stored] = facts_of(ada)
+    assert list(stored.value) != list(value)  # jsonb's own order
+    assert [r.label for r in stored.value_rows] == [
+        "",
+        "zeta",
+        "alpha_long_name.b",
+        "alpha_long_name.a",
+        "mid",
+    ]
+    assert fact.value_rows[0].text == "Profile"
+
+
 def test_a_json_fact_is_found_by_its_leaves_and_keys(api, ada, no_embeddings):
     post(api, facts_url(ada), {"category": "note", "value": {"pet": {"species": "tortoise"}}})
     post(api, facts_url(ada), {"category": "note", "value": {"drink": "tea"}})
