@@ -32,25 +32,32 @@ EXPORTED = "memory.exported"
 
 
 def _subject(
-    request: Request, subject_id: Any, *, write: bool = False, read_action: str = READ_BY_KEY
+    request: Request,
+    subject_id: Any,
+    *,
+    write: bool = False,
+    read_action: str = READ_BY_KEY,
+    durable: bool = False,
 ) -> Any:
     """The subject this caller may act for; 404 otherwise. Support and API-key reads are
-    audited (a key's as `read_action`); a GET's audit row commits without a WAL flush."""
+    audited (a key's as `read_action`); a GET's audit row commits without a WAL flush unless
+    the GET writes too (`durable`)."""
     principal: Principal = request.principal  # type: ignore[attr-defined]
     subject = selectors.subject_for(principal, subject_id)
     own = principal.user is not None and subject.pk == principal.user.pk
     if principal.user is not None and not own:
         if write:
             raise NotFound()  # support access is read-only
-        _audit_read(request, "memory.support_viewed", subject.pk)
+        _audit_read(request, "memory.support_viewed", subject.pk, durable=durable)
     elif principal.user is None and not write:
-        _audit_read(request, read_action, subject.pk)
+        _audit_read(request, read_action, subject.pk, durable=durable)
     return subject
 
 
-def _audit_read(request: Request, action: str, subject_id: Any) -> None:
+def _audit_read(request: Request, action: str, subject_id: Any, *, durable=False) -> None:
     principal: Principal = request.principal  # type: ignore[attr-defined]
-    record = audit_read if request.method in ("GET", "HEAD") else audit_record
+    fast = request.method in ("GET", "HEAD") and not durable
+    record = audit_read if fast else audit_record
     record(
         tenant=principal.tenant,
         actor=principal,
@@ -81,12 +88,24 @@ class SubjectFactsView(ApiView):
     @extend_schema(
         operation_id="memory_facts_list",
         tags=TAGS,
-        responses={200: s.FactListSerializer, **error_responses(404)},
+        parameters=[s.FactListQuerySerializer],
+        responses={200: s.FactListSerializer, **error_responses(400, 404)},
     )
     def get(self, request: Request, subject_id: int) -> Response:
-        """The subject's live facts, newest first per category."""
-        subject = _subject(request, subject_id)
-        facts = selectors.live_facts(tenant_id=request.principal.tenant.pk, subject_id=subject.pk)
+        """The subject's live facts, newest first per category (only `key`'s, or those of
+        `ids`, when asked). With `refresh_ttl`, those with a TTL of their own expire that long
+        from now again (a read that writes: any key that may read may do it, and the
+        category's TTL still bounds it)."""
+        query = validated(s.FactListQuerySerializer, request.query_params)
+        refresh = query["refresh_ttl"]
+        subject = _subject(request, subject_id, durable=refresh)
+        tenant_id = request.principal.tenant.pk
+        facts = selectors.live_facts(
+            tenant_id=tenant_id, subject_id=subject.pk, key=query.get("key"), ids=query.get("ids")
+        )
+        own = request.principal.user is not None and subject.pk == request.principal.user.pk
+        if refresh and (own or request.principal.user is None):  # support access only looks
+            services.facts_refresh_ttl(tenant_id=tenant_id, facts=facts)
         return Response({"results": [selectors.fact_json(f) for f in facts]})
 
     @extend_schema(
@@ -115,6 +134,40 @@ class SubjectFactsView(ApiView):
         if getattr(fact, "merged_into", None) is not None:
             return Response({**selectors.fact_json(fact), "merged_into": str(fact.merged_into)})
         return Response(selectors.fact_json(fact), status=201)
+
+
+class NamespacesView(ApiView):
+    @extend_schema(
+        operation_id="memory_namespaces",
+        tags=TAGS,
+        parameters=[s.NamespacesQuerySerializer],
+        responses={200: s.NamespacesSerializer, **error_responses(400)},
+    )
+    def get(self, request: Request) -> Response:
+        """The LangGraph store's namespaces that the tenant's live facts form,
+        `["memories", username, category]`, filtered by `prefix` / `suffix` (`*` matches any
+        label), cut to `max_depth`, sorted, paged by `limit` and `offset`. A key sees every
+        member's (audited); a person, their own."""
+        query = validated(s.NamespacesQuerySerializer, request.query_params)
+        principal: Principal = request.principal  # type: ignore[attr-defined]
+        if principal.user is None:
+            audit_read(
+                tenant=principal.tenant,
+                actor=principal,
+                action="memory.namespaces_listed_by_api_key",
+                target_type="tenants.tenant",
+                target_id=str(principal.tenant.pk),
+            )
+        found = selectors.namespaces(
+            tenant_id=principal.tenant.pk,
+            subject_id=principal.user.pk if principal.user is not None else None,
+            prefix=tuple(query.get("prefix", ())),
+            suffix=tuple(query.get("suffix", ())),
+            max_depth=query.get("max_depth"),
+            limit=query["limit"],
+            offset=query["offset"],
+        )
+        return Response({"namespaces": [list(ns) for ns in found]})
 
 
 class SubjectFactsBatchView(ApiView):

@@ -38,5 +38,6 @@ urlpatterns = [
         api.PrivacyLinkView.as_view(),
         name="api_memory_privacy_link",
     ),
+    path("memory/namespaces", api.NamespacesView.as_view(), name="api_memory_namespaces"),
     path("memory/facts/<uuid:fact_id>", api.FactView.as_view(), name="api_memory_fact"),
 ]

@@ -30,7 +30,14 @@ from tenants.errors import AppError
 
 MAX_ITEMS = 500
 # What a refresh or a supersede changes on a fact that was already stored.
-_CHANGED = ["confidence", "updated_at", "expires_at", "valid_until", "superseded_by"]
+_CHANGED = [
+    "confidence",
+    "updated_at",
+    "expires_at",
+    "ttl_minutes",
+    "valid_until",
+    "superseded_by",
+]
 _TICK = dt.timedelta(microseconds=1)
 
 
@@ -51,6 +58,8 @@ class _Item:
     rules: policies.Rules
     confidence: float
     occurred_at: dt.datetime | None
+    value: dict[str, Any] | None = None
+    ttl_minutes: float | None = None
 
 
 @transaction.atomic
@@ -62,7 +71,8 @@ def facts_remember(
     source_kind: str = SourceKind.USER,
     by_agent: bool = False,
 ) -> list[Remembered | AppError]:
-    """Remember each of `facts` (category, text, key?, confidence?, occurred_at?) as
+    """Remember each of `facts` (category, text or value, key?, confidence?, occurred_at?,
+    ttl_minutes?) as
     `fact_remember` would one by one; answers, in order, each one's fact or its refusal."""
     if len(facts) > MAX_ITEMS:
         raise BadInput(f"At most {MAX_ITEMS} facts in one batch.")
@@ -89,7 +99,9 @@ def facts_remember(
 
 def _clean(data: Mapping[str, Any], known: dict[str, policies.Rules], *, by_agent: bool) -> _Item:
     # The checks of fact_remember, in its order, so an item fails with the same code.
-    text, key = services.clean_text(data.get("text")), services.clean_key(data.get("key", ""))
+    text, normalized, value = services.clean_content(data.get("text"), data.get("value"))
+    key = services.clean_key(data.get("key", ""))
+    ttl_minutes = services.clean_ttl(data.get("ttl_minutes"))
     category = data.get("category")
     if not isinstance(category, str) or category not in known:
         raise errors.UnknownCategory(detail={"known": sorted(known)})
@@ -99,7 +111,9 @@ def _clean(data: Mapping[str, Any], known: dict[str, policies.Rules], *, by_agen
     return _Item(
         category=category,
         text=text,
-        normalized=services.normalize(text),
+        normalized=normalized,
+        value=value,
+        ttl_minutes=ttl_minutes,
         key=key,
         rules=rules,
         confidence=min(max(float(data.get("confidence", 1.0)), 0.0), 1.0),
@@ -148,8 +162,7 @@ class _Plan:
             (
                 f
                 for f in self.live
-                if f.category == item.category
-                and f.normalized == item.normalized
+                if services.same_content(f, item.category, item.normalized, item.value)
                 and f.key in same_keys
             ),
             None,
@@ -159,10 +172,16 @@ class _Plan:
         old = next((f for f in self.live if item.key and f.key == item.key), None)
         if old is not None:
             return self._answer(self._supersede(old, item, now), created=True)
-        near = duplicates.find_twin(
-            item.normalized,
-            [f for f in self.live if f.category == item.category and f.key in same_keys],
-        )
+        near = None
+        if item.value is None:  # never for a JSON value, as fact_remember
+            near = duplicates.find_twin(
+                item.normalized,
+                [
+                    f
+                    for f in self.live
+                    if f.category == item.category and f.key in same_keys and f.value is None
+                ],
+            )
         if near is not None:
             return self._answer(self._refresh(near[0], item, now), created=False)
         self._evict_over_cap(item)
@@ -172,7 +191,8 @@ class _Plan:
 
     def _refresh(self, fact: MemoryFact, item: _Item, now: dt.datetime) -> MemoryFact:
         fact.confidence = max(fact.confidence, item.confidence)
-        fact.updated_at, fact.expires_at = now, item.rules.expires_at(now)
+        fact.updated_at, fact.ttl_minutes = now, item.ttl_minutes
+        fact.expires_at = services.expiry(item.rules, now, item.ttl_minutes)
         self._touch(fact)
         return fact
 
@@ -210,6 +230,7 @@ class _Plan:
             category=item.category,
             key=key,
             text=item.text,
+            value=item.value,
             normalized=item.normalized,
             source_kind=self.source_kind,
             confidence=item.confidence,
@@ -217,7 +238,8 @@ class _Plan:
             updated_at=now,  # what the cap sorts by until the insert stamps it
             valid_from=now,
             occurred_at=item.occurred_at or now,
-            expires_at=item.rules.expires_at(now),
+            ttl_minutes=item.ttl_minutes,
+            expires_at=services.expiry(item.rules, now, item.ttl_minutes),
         )
         self.new.append(fact)
         return fact

@@ -58,3 +58,24 @@ class PrivacyLinkInvalid(AppError):
     code = "privacy_link_invalid"
     status = 410
     message = "This privacy link has expired or was already used."
+
+
+class InvalidValue(AppError):
+    code = "invalid_value"
+    message = "A fact's value is a JSON object."
+
+
+class TextAndValue(AppError):
+    code = "text_and_value"
+    message = "A fact has either a text or a value (a JSON object), not both."
+
+
+class ValueTooLarge(AppError):
+    code = "value_too_large"
+    status = 413
+    message = "A fact's value is too large."
+
+
+class InvalidTtl(AppError):
+    code = "invalid_ttl"
+    message = "A TTL is a number of minutes above 0 and at most 100 years."

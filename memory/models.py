@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import models
 from pgvector.django import VectorField
 
+from memory import values
 from tenants.models import Tenant, TenantOwned
 
 
@@ -41,7 +42,10 @@ class MemoryFact(TenantOwned):
     lineage = models.UUIDField(default=uuid.uuid4)
     category = models.CharField(max_length=40)
     key = models.CharField(max_length=100, blank=True)  # a stable slot, e.g. contact.channel
-    text = models.TextField()
+    text = models.TextField()  # for a `value`, the text derived from it (memory/values.py)
+    # A JSON object kept exactly as an integration gave it (the LangGraph store's items);
+    # None for a fact that is its text.
+    value = models.JSONField(null=True, blank=True)
     normalized = models.TextField()  # lowercased, spaces squeezed: the dedupe key
     embedding = VectorField(null=True, blank=True)  # dimension from the model that made it
     embedding_model = models.CharField(max_length=200, blank=True)
@@ -62,6 +66,10 @@ class MemoryFact(TenantOwned):
         "self", null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+"
     )
     expires_at = models.DateTimeField(null=True, blank=True)
+    # The writer's own time to live (LangGraph's `ttl`), in minutes: the fact expires that
+    # long after it was written or (refresh_ttl) last read, and never later than its
+    # category's policy allows.
+    ttl_minutes = models.FloatField(null=True, blank=True)
 
     class Meta:
         indexes = [
@@ -93,6 +101,11 @@ class MemoryFact(TenantOwned):
     @property
     def is_live(self) -> bool:
         return self.valid_until is None
+
+    @property
+    def value_rows(self) -> list[values.Row]:
+        """A JSON value as the privacy page shows it (memory/values.py); [] for a text."""
+        return values.rows(self.value, self.text) if isinstance(self.value, dict) else []
 
 
 class MemoryPolicy(TenantOwned):

@@ -162,16 +162,69 @@ def subject_by_username(principal: Principal, username: str) -> Any:
     return subject_for(principal, user_id)
 
 
-def live_facts(*, tenant_id: Any, subject_id: Any) -> list[MemoryFact]:
-    """The subject's live facts (expired ones excluded), newest first."""
+def live_facts(
+    *, tenant_id: Any, subject_id: Any, key: str | None = None, ids: list[Any] | None = None
+) -> list[MemoryFact]:
+    """The subject's live facts (expired ones excluded), newest first; only the fact with
+    this `key`, or those of these `ids`, when asked."""
     now = timezone.now()
-    return list(
+    rows = (
         MemoryFact.objects.for_tenant(tenant_id)
         .filter(subject_id=subject_id, valid_until__isnull=True)
         .exclude(expires_at__lte=now)
-        .defer("embedding", "normalized")
-        .order_by("category", "-valid_from")
     )
+    if key is not None:
+        rows = rows.filter(key=key)
+    if ids is not None:
+        rows = rows.filter(pk__in=ids)
+    return list(rows.defer("embedding", "normalized").order_by("category", "-valid_from"))
+
+
+ROOT = "memories"  # the first label of every namespace of the LangGraph store
+
+
+def namespaces(
+    *,
+    tenant_id: Any,
+    subject_id: Any = None,
+    prefix: tuple[str, ...] = (),
+    suffix: tuple[str, ...] = (),
+    max_depth: int | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> list[tuple[str, ...]]:
+    """The namespaces the tenant's live facts form for the LangGraph store: one
+    `("memories", username, category)` per member and category that holds a fact (only
+    `subject_id`'s when given), filtered and paged as LangGraph's stores do (`"*"` matches any
+    label; `max_depth` cuts, then duplicates go). One DISTINCT over the (tenant, subject,
+    category) B-tree, narrowed to one person when the prefix names them."""
+    rows = MemoryFact.objects.for_tenant(tenant_id).filter(
+        valid_until__isnull=True,
+        subject_id__in=Membership.objects.for_tenant(tenant_id).values("user_id"),
+    )
+    rows = rows.exclude(expires_at__lte=timezone.now())
+    if subject_id is not None:
+        rows = rows.filter(subject_id=subject_id)
+    if prefix and prefix[0] not in (ROOT, "*"):
+        return []
+    if len(prefix) > 1 and prefix[1] != "*":
+        rows = rows.filter(subject__username=prefix[1])
+    if len(prefix) > 2 and prefix[2] != "*":
+        rows = rows.filter(category=prefix[2])
+    pairs = rows.values_list("subject__username", "category").distinct()
+    found = [(ROOT, username, category) for username, category in pairs]
+    found = [
+        ns for ns in found if _matches(ns, prefix, reverse=False) and _matches(ns, suffix, True)
+    ]
+    cut = sorted({ns[:max_depth] for ns in found}) if max_depth else sorted(found)
+    return cut[offset : offset + limit]
+
+
+def _matches(namespace: tuple[str, ...], path: tuple[str, ...], reverse: bool) -> bool:
+    if len(namespace) < len(path):
+        return False
+    labels, wanted = (namespace[::-1], path[::-1]) if reverse else (namespace, path)
+    return all(want in ("*", label) for label, want in zip(labels, wanted, strict=False))
 
 
 def history_of(*, tenant_id: Any, subject_id: Any, lineages: list[Any]) -> dict[Any, list]:
@@ -276,6 +329,7 @@ def fact_json(fact: MemoryFact) -> dict[str, Any]:
         "category": fact.category,
         "key": fact.key,
         "text": fact.text,
+        "value": fact.value,
         "source": {
             "kind": fact.source_kind,
             "session": str(fact.source_session_id) if fact.source_session_id else None,
@@ -290,6 +344,7 @@ def fact_json(fact: MemoryFact) -> dict[str, Any]:
         "valid_until": fact.valid_until.isoformat() if fact.valid_until else None,
         "superseded_by": str(fact.superseded_by_id) if fact.superseded_by_id else None,
         "expires_at": fact.expires_at.isoformat() if fact.expires_at else None,
+        "ttl_minutes": fact.ttl_minutes,
         "embedded": bool(fact.embedding_model),
     }
 

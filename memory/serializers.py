@@ -7,15 +7,37 @@ from rest_framework import serializers
 
 from core.serializers import ErrorSerializer
 from memory.batch import MAX_ITEMS
+from memory.values import MAX_VALUE_BYTES, MAX_VALUE_DEPTH
 
 
 class FactCreateSerializer(serializers.Serializer):
     category = serializers.CharField(max_length=100)
-    text = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=100_000)
+    text = serializers.CharField(
+        required=False, allow_blank=True, trim_whitespace=False, max_length=100_000, default=None
+    )
+    value = serializers.JSONField(
+        required=False,
+        default=None,
+        help_text=f"Instead of `text`: a JSON object (at most {MAX_VALUE_BYTES:,} bytes, "
+        f"{MAX_VALUE_DEPTH} levels deep), kept and answered exactly as given; its text (one "
+        "`path: leaf` line per leaf) is derived for search and the privacy page.",
+    )
+    ttl_minutes = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The fact expires this many minutes after it is written (or read with "
+        "`refresh_ttl`), never later than its category's TTL allows.",
+    )
     key = serializers.CharField(required=False, allow_blank=True, max_length=200, default="")
     confidence = serializers.FloatField(required=False, min_value=0.0, max_value=1.0, default=1.0)
     # When what it says happened or was said (ISO 8601 with a time zone); default: now.
     occurred_at = serializers.DateTimeField(required=False, default=None)
+
+    def validate(self, attrs: dict) -> dict:
+        if attrs.get("text") is None and attrs.get("value") is None:
+            raise serializers.ValidationError({"text": ["Give a text or a value."]})
+        return attrs
 
 
 @extend_schema_field(FactCreateSerializer(many=True))
@@ -55,6 +77,9 @@ class FactSerializer(serializers.Serializer):
     category = serializers.CharField()
     key = serializers.CharField()
     text = serializers.CharField()
+    value = serializers.JSONField(
+        allow_null=True, help_text="The JSON object the fact was given as; null: it is its text."
+    )
     source = FactSourceSerializer()
     confidence = serializers.FloatField()
     pinned = serializers.BooleanField()
@@ -64,6 +89,7 @@ class FactSerializer(serializers.Serializer):
     valid_until = serializers.DateTimeField(allow_null=True)
     superseded_by = serializers.UUIDField(allow_null=True)
     expires_at = serializers.DateTimeField(allow_null=True)
+    ttl_minutes = serializers.FloatField(allow_null=True)
     embedded = serializers.BooleanField()
     merged_into = serializers.UUIDField(
         required=False,
@@ -74,6 +100,46 @@ class FactSerializer(serializers.Serializer):
 
 class FactListSerializer(serializers.Serializer):
     results = FactSerializer(many=True)
+
+
+class FactListQuerySerializer(serializers.Serializer):
+    key = serializers.CharField(required=False, max_length=200, help_text="Only this key's fact.")
+    ids = serializers.ListField(
+        child=serializers.UUIDField(),
+        required=False,
+        max_length=100,
+        help_text="Only these facts (the parameter repeated).",
+    )
+    refresh_ttl = serializers.BooleanField(
+        default=False,
+        help_text="The facts answered that have a TTL of their own expire that long from now "
+        "again (as LangGraph's refresh_ttl), never past their category's TTL.",
+    )
+
+
+class NamespacesQuerySerializer(serializers.Serializer):
+    prefix = serializers.ListField(
+        child=serializers.CharField(max_length=150),
+        required=False,
+        max_length=10,
+        help_text='Labels the namespace starts with, the parameter repeated; "*" matches any.',
+    )
+    suffix = serializers.ListField(
+        child=serializers.CharField(max_length=150),
+        required=False,
+        max_length=10,
+        help_text='Labels the namespace ends with, the parameter repeated; "*" matches any.',
+    )
+    max_depth = serializers.IntegerField(required=False, min_value=1, max_value=100)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=100)
+    offset = serializers.IntegerField(required=False, min_value=0, max_value=10**6, default=0)
+
+
+class NamespacesSerializer(serializers.Serializer):
+    namespaces = serializers.ListField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text='["memories", username, category], or cut to max_depth; sorted.',
+    )
 
 
 class FactBatchItemSerializer(serializers.Serializer):

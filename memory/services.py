@@ -13,10 +13,12 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F, Q, Value
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Least
 
 from agents.runtime.models import AgentSession
 from agents.runtime.queue import BROKER_DOWN
-from memory import duplicates, errors, indexing, policies, tasks
+from memory import duplicates, errors, indexing, policies, tasks, values
 from memory.embeddings import get_provider
 from memory.models import MemoryFact, MemoryPolicy, MemorySettings, SourceKind
 from memory.secrets import secret_kind
@@ -28,6 +30,7 @@ logger = logging.getLogger(__name__)
 MAX_TEXT = 1000
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 REDACTED = "[removed at the user's request]"
+MAX_TTL_MINUTES = 100 * 365 * 24 * 60
 
 
 def normalize(text: str) -> str:
@@ -46,6 +49,50 @@ def clean_text(text: Any) -> str:
     if kind is not None:
         raise errors.SecretRefused(detail={"kind": kind})
     return text
+
+
+def clean_content(text: Any, value: Any) -> tuple[str, str, dict[str, Any] | None]:
+    """(text, dedupe key, value) of a fact given as text or as a JSON object (memory/values.py),
+    or the error that explains why not."""
+    if value is None:
+        text = clean_text(text)
+        return text, normalize(text), None
+    if text not in (None, ""):
+        raise errors.TextAndValue()
+    cleaned = values.clean_value(value)
+    return cleaned.text, cleaned.normalized, cleaned.value
+
+
+def clean_ttl(ttl_minutes: Any) -> float | None:
+    """A writer's TTL in minutes (None: only the category's policy limits the fact)."""
+    if ttl_minutes is None:
+        return None
+    if isinstance(ttl_minutes, bool) or not isinstance(ttl_minutes, int | float):
+        raise errors.InvalidTtl()
+    if not 0 < ttl_minutes <= MAX_TTL_MINUTES:  # NaN fails this too
+        raise errors.InvalidTtl()
+    return float(ttl_minutes)
+
+
+def expiry(
+    rules: policies.Rules, now: dt.datetime, ttl_minutes: float | None, *, since=None
+) -> dt.datetime | None:
+    """When a fact written (or refreshed) at `now` expires: its own TTL from `now`, but never
+    after its category's TTL from `since` (its last write; default `now`)."""
+    candidates = [rules.expires_at(since or now)]
+    if ttl_minutes is not None:
+        candidates.append(now + dt.timedelta(minutes=ttl_minutes))
+    present = [c for c in candidates if c is not None]
+    return min(present) if present else None
+
+
+def same_content(fact: MemoryFact, category: str, normalized: str, value: Any) -> bool:
+    """Whether a live fact says exactly what a write says (then the write refreshes it)."""
+    return (
+        fact.category == category
+        and fact.normalized == normalized
+        and (fact.value is None) == (value is None)
+    )
 
 
 def clean_key(key: Any) -> str:
@@ -93,7 +140,8 @@ def _remember(
     tenant_id: Any,
     subject_id: int,
     category: str,
-    text: str,
+    text: str | None = None,
+    value: dict[str, Any] | None = None,
     key: str = "",
     source_kind: str = SourceKind.USER,
     source_session_id: Any = None,
@@ -102,16 +150,18 @@ def _remember(
     confidence: float = 1.0,
     by_agent: bool = False,
     occurred_at: dt.datetime | None = None,
+    ttl_minutes: float | None = None,
 ) -> MemoryFact:
-    """Remember a fact: the same fact again refreshes it, a new value for a key supersedes.
-    `occurred_at`: when what it says happened or was said (default: now)."""
-    text, key = clean_text(text), clean_key(key)
+    """Remember a fact, given as `text` or as a JSON object `value`: the same fact again
+    refreshes it, a new value for a key supersedes. `occurred_at`: when what it says happened
+    or was said (default: now). `ttl_minutes`: the writer's own TTL (see `expiry`)."""
+    text, norm, value = clean_content(text, value)
+    key, ttl_minutes = clean_key(key), clean_ttl(ttl_minutes)
     rules = _rules(tenant_id, category)
     if by_agent and not rules.agents_may_write:
         raise errors.CategoryNotWritable(detail={"category": category})
     confidence = min(max(float(confidence), 0.0), 1.0)
     now = policies.now()
-    norm = normalize(text)
     # One read for the dedupe, the key's current value and the category's count.
     near = Q(category=category) | Q(key=key) if key else Q(category=category)
     neighbours = list(
@@ -123,13 +173,15 @@ def _remember(
     )
     same_keys = {key, ""} if key else {""}
     for fact in neighbours:
-        if fact.category == category and fact.normalized == norm and fact.key in same_keys:
-            return _merged(_refresh(fact, rules, confidence, now))
+        if same_content(fact, category, norm, value) and fact.key in same_keys:
+            return _merged(_refresh(fact, rules, confidence, now, ttl_minutes))
     old = next((f for f in neighbours if key and f.key == key), None)
     if old is not None:
         return fact_supersede(
             old=old,
-            text=text,
+            text=text if value is None else None,
+            value=value,
+            ttl_minutes=ttl_minutes,
             category=category,
             source_kind=source_kind,
             source_session_id=source_session_id,
@@ -139,12 +191,20 @@ def _remember(
             occurred_at=occurred_at,
         )
     # A near-duplicate (the same content words, no number or negation apart) is that fact
-    # again; the caller learns which one (`merged_into`). No embedding model is asked.
-    twin = duplicates.find_twin(
-        norm, [f for f in neighbours if f.category == category and f.key in same_keys]
-    )
+    # again; the caller learns which one (`merged_into`). No embedding model is asked. Not
+    # for a JSON value: its words are data, and a near-duplicate would lose what differs.
+    twin = None
+    if value is None:
+        twin = duplicates.find_twin(
+            norm,
+            [
+                f
+                for f in neighbours
+                if f.category == category and f.key in same_keys and f.value is None
+            ],
+        )
     if twin is not None:
-        return _merged(_refresh(twin[0], rules, confidence, now))
+        return _merged(_refresh(twin[0], rules, confidence, now, ttl_minutes))
     _evict_over_cap(tenant_id, subject_id, rules, [f for f in neighbours if f.category == category])
     fact = MemoryFact.objects.create(
         tenant_id=tenant_id,
@@ -152,6 +212,7 @@ def _remember(
         category=category,
         key=key,
         text=text,
+        value=value,
         normalized=norm,
         source_kind=source_kind,
         source_session_id=source_session_id,
@@ -160,19 +221,45 @@ def _remember(
         confidence=confidence,
         valid_from=now,
         occurred_at=occurred_at or now,
-        expires_at=rules.expires_at(now),
+        ttl_minutes=ttl_minutes,
+        expires_at=expiry(rules, now, ttl_minutes),
     )
     schedule_embedding(tenant_id, [fact.pk])
     return fact
 
 
-def _refresh(fact: MemoryFact, rules: policies.Rules, confidence: float, now) -> MemoryFact:
+def _refresh(
+    fact: MemoryFact, rules: policies.Rules, confidence: float, now, ttl_minutes: float | None
+) -> MemoryFact:
+    """The same fact written again: the write's TTL (or none) replaces the fact's."""
     fact.confidence = max(fact.confidence, confidence)
-    fact.updated_at, fact.expires_at = now, rules.expires_at(now)
+    fact.updated_at, fact.ttl_minutes = now, ttl_minutes
+    fact.expires_at = expiry(rules, now, ttl_minutes)
     MemoryFact.objects.for_tenant(fact.tenant_id).filter(pk=fact.pk).update(
-        confidence=fact.confidence, updated_at=now, expires_at=fact.expires_at
+        confidence=fact.confidence,
+        updated_at=now,
+        expires_at=fact.expires_at,
+        ttl_minutes=ttl_minutes,
     )
     return fact
+
+
+def facts_refresh_ttl(*, tenant_id: Any, facts: list[MemoryFact]) -> int:
+    """Facts just read with `refresh_ttl` (LangGraph's store): those with a TTL of their own
+    expire that long from now again, never past their category's TTL from their last write.
+    One UPDATE for all of them; facts without a TTL are left alone."""
+    now = policies.now()
+    known = policies.categories(tenant_id)
+    changed = []
+    for fact in facts:
+        rules = known.get(fact.category)
+        if fact.ttl_minutes is None or fact.valid_until is not None or rules is None:
+            continue
+        fact.expires_at = expiry(rules, now, fact.ttl_minutes, since=fact.updated_at)
+        changed.append(fact)
+    if changed:
+        MemoryFact.objects.for_tenant(tenant_id).bulk_update(changed, ["expires_at"])
+    return len(changed)
 
 
 def _merged(fact: MemoryFact) -> MemoryFact:
@@ -195,7 +282,9 @@ def _evict_over_cap(
 def fact_supersede(
     *,
     old: MemoryFact,
-    text: str,
+    text: str | None = None,
+    value: dict[str, Any] | None = None,
+    ttl_minutes: float | None = None,
     category: str | None = None,
     source_kind: str = SourceKind.USER,
     source_session_id: Any = None,
@@ -207,7 +296,8 @@ def fact_supersede(
     """Replace a live fact by a new version; the old one stays as history, never retrieved."""
     category = category or old.category
     rules = _rules(old.tenant_id, category)
-    text = clean_text(text)
+    text, norm, value = clean_content(text, value)
+    ttl_minutes = clean_ttl(ttl_minutes)
     now = policies.now()
     closed = (
         MemoryFact.objects.for_tenant(old.tenant_id)
@@ -223,7 +313,8 @@ def fact_supersede(
         category=category,
         key=old.key,
         text=text,
-        normalized=normalize(text),
+        value=value,
+        normalized=norm,
         source_kind=source_kind,
         source_session_id=source_session_id,
         source_run_id=source_run_id,
@@ -232,7 +323,8 @@ def fact_supersede(
         pinned=old.pinned,
         valid_from=now,
         occurred_at=occurred_at or now,
-        expires_at=rules.expires_at(now),
+        ttl_minutes=ttl_minutes,
+        expires_at=expiry(rules, now, ttl_minutes),
     )
     MemoryFact.objects.for_tenant(old.tenant_id).filter(pk=old.pk).update(superseded_by=new)
     schedule_embedding(old.tenant_id, [new.pk])
@@ -247,7 +339,10 @@ def fact_edit(*, actor: Principal, fact: MemoryFact, text: str) -> MemoryFact:
     text = clean_text(text)
     if normalize(text) == fact.normalized:
         return fact
-    new = fact_supersede(old=fact, text=text, source_kind=SourceKind.USER)
+    # A corrected JSON value becomes the text the person wrote; the writer's TTL stays.
+    new = fact_supersede(
+        old=fact, text=text, ttl_minutes=fact.ttl_minutes, source_kind=SourceKind.USER
+    )
     audit_record(
         tenant=actor.tenant, actor=actor, action="memory.fact_edited", target=new, after=None
     )
@@ -419,12 +514,16 @@ def policy_set(
 
 
 def _reapply_ttl(tenant_id: Any, rules: policies.Rules) -> None:
+    """The category's TTL from each fact's last write; a fact's own TTL (counted again from
+    its last write, a refresh by reading forgotten) when that ends sooner."""
     facts = MemoryFact.objects.for_tenant(tenant_id).filter(category=rules.category)
+    own = RawSQL("updated_at + ttl_minutes * interval '1 minute'", [], DateTimeField())
     if rules.ttl_days is None:
-        facts.update(expires_at=None)
+        facts.update(expires_at=own)  # NULL without a TTL of its own
         return
     ttl = Value(dt.timedelta(days=rules.ttl_days), output_field=DurationField())
-    facts.update(expires_at=ExpressionWrapper(F("updated_at") + ttl, output_field=DateTimeField()))
+    policy = ExpressionWrapper(F("updated_at") + ttl, output_field=DateTimeField())
+    facts.update(expires_at=Least(policy, own, output_field=DateTimeField()))
 
 
 @transaction.atomic

@@ -258,3 +258,50 @@ def test_the_privacy_page_without_javascript_searches_and_asks_on_a_page(
         expect(page.locator(".fact-text")).to_have_count(0)
     finally:
         context.close()
+
+
+def test_a_fact_an_integration_stored_as_json_reads_as_lines_on_the_privacy_page(
+    page, words_only_url, acme
+):
+    tenant, carol = acme
+    value = {
+        "text": "Travel profile",
+        "seat": {"side": "window", "rows": [12, 14]},
+        "meals": ["vegetarian", "no nuts"],
+        "loyalty": {"programme": "Flying Blue", "tier": "Gold", "since": 2019},
+        "note": "Prefers to board last and sit near the wing; gets travel-sick at the back. " * 4,
+        "emergency_contact": {"name": "Bob", "relation": "brother"},
+        "vip": True,
+        "updated": "2026-11-30",
+        "channels": {"sms": False, "email": True},
+    }
+    with tenant_scope(tenant.pk):
+        services.fact_remember(
+            tenant_id=tenant.pk,
+            subject_id=carol.user_id,
+            category="preference",
+            value=value,
+            key="travel",
+            source_kind="api",
+            ttl_minutes=60 * 24 * 7,
+        )
+        services.fact_remember(
+            tenant_id=tenant.pk, subject_id=carol.user_id, category="profile", text="Lives in Lyon"
+        )
+    log_in(page, words_only_url, "carol")
+    page.goto(f"{words_only_url}/memory/")
+    fact = page.locator(".memory-fact", has_text="Travel profile")
+    expect(fact.locator("dt", has_text="seat.side")).to_be_visible()
+    expect(fact.locator("dd", has_text="vegetarian, no nuts")).to_be_visible()
+    expect(fact.get_by_text("more lines")).to_be_visible()  # the rest folded
+    assert "{" not in fact.locator(".fact-value").first.inner_text()
+    screenshot(page, "privacy-json-fact-1280")
+    fact.get_by_text("more lines").click()
+    expect(fact.locator("dt", has_text="channels.email")).to_be_visible()
+    fact.get_by_text("Show all").click()
+    expect(fact.get_by_text("Show less")).to_be_visible()
+    page.set_viewport_size({"width": 375, "height": 800})
+    screenshot(page, "privacy-json-fact-375")
+    # Searched by a leaf's words.
+    page.get_by_label("Search what we remember about you").fill("Flying Blue")
+    expect(page.locator("#memory-summary")).to_contain_text("1 of 2 facts")
