@@ -440,6 +440,7 @@ def for_command() -> Iterator[None]:
     if not all(before.values()):
         print("starting the embedded servers (`make services-up` keeps them up)", file=sys.stderr)
     os.environ.update(service_env())
+    os.environ.setdefault("LOG_FORMAT", "text")  # read by a person at a terminal, not collected
     try:
         yield
     finally:

@@ -264,6 +264,17 @@ def agent_currency(name: str) -> str:
 
 def _load_builtin_agents() -> None:
     from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
 
     for module in getattr(settings, "AGENTSTATE_AGENT_MODULES", []):
-        __import__(module)
+        try:
+            __import__(module)
+        except ModuleNotFoundError as exc:
+            parts = module.split(".")
+            if exc.name not in {".".join(parts[:i]) for i in range(1, len(parts) + 1)}:
+                raise  # the module is there; something it imports is not
+            raise ImproperlyConfigured(
+                f"AGENTSTATE_AGENT_MODULES lists {module!r}, which this process cannot import"
+                f" ({exc}): put the folder that holds it on PYTHONPATH of the web and the"
+                " worker processes"
+            ) from exc

@@ -83,6 +83,7 @@ def test_the_first_tenant_and_its_key_are_made_with_manage_py_alone(embedded_che
     print(f"manage.py api_key_create on the embedded servers: {took:.1f} s")
     raw = key.stdout.strip()
     assert key.stdout == raw + "\n" and parse_api_key(raw) is not None
+    assert "Created API key 'deploy'" in key.stderr and '{"level"' not in key.stderr  # text
     again = manage("tenant_admin_create", *admin, **embedded_checkout)
     assert again.returncode == 0 and "nothing" in (again.stdout + again.stderr).lower()
 
