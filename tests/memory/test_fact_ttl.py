@@ -135,3 +135,19 @@ def test_the_list_filters_by_key_and_ids(ada, api):
     assert [f["key"] for f in api.get(url, {"key": "k"}).json()["results"]] == ["k"]
     by_id = api.get(url, {"ids": [str(other.pk)]}).json()["results"]
     assert [f["id"] for f in by_id] == [str(other.pk)]
+
+
+def test_support_access_reads_but_never_refreshes(ada, members, client_for, monkeypatch):
+    admin = factories.principal_for(members["admin"])
+    with tenant_scope(admin.tenant.pk):
+        services.support_access_set(actor=admin, enabled=True)
+    put(ada, value={"a": 1}, ttl_minutes=10)
+    [before] = facts_of(ada)
+    monkeypatch.setattr(policies, "now", lambda: timezone.now() + dt.timedelta(minutes=8))
+    url = f"/api/v1/memory/subjects/{ada.user_id}/facts"
+    response = client_for("manager").get(url, {"refresh_ttl": "true"})
+    assert response.status_code == 200 and len(response.json()["results"]) == 1
+    assert facts_of(ada)[0].expires_at == before.expires_at
+    own = client_for("member").get(url, {"refresh_ttl": "true"})  # ada herself may
+    assert own.status_code == 200
+    assert facts_of(ada)[0].expires_at > before.expires_at

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 
 import httpx
@@ -194,5 +195,7 @@ def test_the_async_context_manager_closes_too(monkeypatch):
         async with AgentStateStore("https://agents.example", "ak_test"):
             pass
 
-    asyncio.run(scenario())
+    # In its own thread: another test (Playwright) may have left an event loop running here.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, scenario()).result()
     assert closed == [True]
