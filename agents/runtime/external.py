@@ -12,14 +12,13 @@ Everything runs in the caller's transaction and tenant scope (row-level security
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from agents.runtime import extensions
+from agents.runtime import graph_runs
 from agents.runtime.definitions import Agent, register
 from agents.runtime.errors import PermanentStepError
 from agents.runtime.models import (
@@ -34,7 +33,7 @@ from agents.runtime.models import (
 from agents.runtime.progress import publish
 from tenants.principal import Principal
 
-AGENT = "langgraph"
+AGENT = graph_runs.AGENT  # "langgraph"
 
 
 def _driven_elsewhere(ctx: Any) -> Any:
@@ -51,6 +50,7 @@ register(
         description="LangGraph threads kept by AgentStateSaver (sdk/python); run elsewhere.",
         steps={"external": _driven_elsewhere},
         startable=False,
+        summary=graph_runs.summary,  # graph_runs hook: the thread id names the run
     )
 )
 
@@ -110,6 +110,7 @@ def external_checkpoint_put(
     blobs: list[dict[str, Any]],
     preview: dict[str, Any],
     step: str,
+    next: list[str] | None = None,
 ) -> ExternalCheckpoint:
     """Save (or replace) one checkpoint of an external thread, with the channel values it
     introduced; the same id again replaces it, as LangGraph's savers do."""
@@ -149,6 +150,15 @@ def external_checkpoint_put(
             setattr(existing, name, value)
         existing.save(update_fields=list(fields))
         Checkpoint.objects.filter(pk=existing.shown_as_id).update(state=preview, step=step)
+        # graph_runs hook: the run's status follows the graph.
+        graph_runs.checkpoint_saved(
+            run=run,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint_id,
+            shown_id=existing.shown_as_id,
+            next_nodes=next,
+            source=str(metadata.get("source", "")),
+        )
         return existing
     seq = (Checkpoint.objects.filter(run=run).aggregate(last=Max("seq"))["last"] or 0) + 1
     shown = Checkpoint.objects.create(
@@ -188,6 +198,15 @@ def external_checkpoint_put(
         next_step="",
         duration_ms=0.0,
     )
+    # graph_runs hook: the run's status follows the graph.
+    graph_runs.checkpoint_saved(
+        run=run,
+        checkpoint_ns=checkpoint_ns,
+        checkpoint_id=checkpoint_id,
+        shown_id=shown.pk,
+        next_nodes=next,
+        source=str(metadata.get("source", "")),
+    )
     return saved
 
 
@@ -202,14 +221,14 @@ def external_writes_put(
     task_path: str,
     writes: list[dict[str, Any]],
     interrupts: list[dict[str, Any]] | None = None,
+    resumed: list[str] | None = None,
+    errors: list[str] | None = None,
 ) -> None:
     """Save a task's pending writes. A regular write (idx >= 0) is kept as first written;
     the special ones (errors, interrupts: idx < 0) are replaced, as LangGraph's savers do.
     An interrupt whose value names an `action` pauses the run for a person's decision."""
     run = _run(principal, thread_id, checkpoint_ns, create=True)
     assert run is not None
-    for interrupt in interrupts or []:
-        _pause(run, interrupt)
     for write in writes:
         key = {
             "thread_id": thread_id,
@@ -230,11 +249,26 @@ def external_writes_put(
                 rows.update(**values)
             continue
         ExternalWrite.objects.create(tenant=principal.tenant, run=run, **key, **values)
+    # graph_runs hook: interrupts open requests (root namespace), resumes and errors move
+    # the run's status.
+    graph_runs.writes_saved(
+        run=run,
+        checkpoint_ns=checkpoint_ns,
+        checkpoint_id=checkpoint_id,
+        task_id=task_id,
+        task_path=task_path,
+        channels=[w["channel"] for w in writes],
+        interrupts=interrupts or [],
+        resumed=resumed,
+        errors=errors,
+    )
 
 
 @transaction.atomic
 def external_thread_delete(*, principal: Principal, thread_id: str) -> int:
     """Forget a thread: its session, runs, checkpoints, values and writes."""
+    # graph_runs hook: pending approval requests are cancelled (audited) first.
+    graph_runs.thread_deleting(tenant_id=principal.tenant.pk, thread_id=thread_id)
     sessions = AgentSession.objects.for_tenant(principal.tenant).filter(
         agent=AGENT, title=thread_id
     )
@@ -354,47 +388,6 @@ def _as_dict(
         ],
         "run_id": str(row.run_id),
     }
-
-
-def _pause(run: Run, interrupt: dict[str, Any]) -> None:
-    """`interrupt({"action", "arguments", "reason", "amount"})` in a graph: an approval request
-    in the inbox (through the registered pause handler, so the tenant's policies apply). The
-    same interrupt again (a retried request) changes nothing."""
-    value = interrupt.get("value")
-    if not isinstance(value, dict) or not isinstance(value.get("action"), str):
-        return  # an interrupt for something else: the graph's own business
-    request_id = uuid.uuid5(uuid.NAMESPACE_URL, f"agentstate:{run.pk}:{interrupt.get('id')}")
-    decided = (run.wake_payload or {}).get("decision") or {}
-    if run.waiting_for == str(request_id) or decided.get("request_id") == str(request_id):
-        return
-    given = value.get("arguments")
-    arguments: dict[str, Any] = given if isinstance(given, dict) else {}
-    Run.objects.filter(pk=run.pk).update(
-        status=RunStatus.WAITING_APPROVAL,
-        waiting_for=str(request_id),
-        wake_payload=None,
-        version=run.version + 1,
-    )
-    extensions.pause_handler("approval")(
-        extensions.Pause(
-            id=request_id,
-            tenant_id=run.tenant_id,
-            run_id=run.pk,
-            checkpoint_seq=run.step_seq,
-            step=run.current_step,
-            action=value["action"][:100],
-            arguments=arguments,
-            reason=str(value.get("reason") or "")[:2000],
-            amount=value.get("amount") if isinstance(value.get("amount"), int | float) else None,
-            due_at=None,
-        )
-    )
-    publish(
-        tenant_id=run.tenant_id,
-        run_id=run.pk,
-        kind="run.status",
-        status=RunStatus.WAITING_APPROVAL,
-    )
 
 
 def external_decision(*, principal: Principal, thread_id: str, checkpoint_ns: str) -> dict:
