@@ -196,7 +196,7 @@ def external_checkpoint_put(
         attempt=1,
         status=RunStatus.SUCCEEDED,
         next_step="",
-        duration_ms=0.0,
+        duration_ms=None,  # its node ran elsewhere: not timed here
     )
     # graph_runs hook: the run's status follows the graph.
     graph_runs.checkpoint_saved(

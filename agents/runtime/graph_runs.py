@@ -115,10 +115,12 @@ def checkpoint_saved(
     that does not send them), close the interrupts it moved past, and say where the run
     stands. `source` is LangGraph's: "loop" (a step ran: an interrupted node can only have
     run on with a resume value), "update" (update_state), "input", "fork"."""
+    # Its nodes ran elsewhere: no attempt or duration was measured here (pages and charts
+    # would otherwise show a 0 ms attempt per checkpoint).
+    shown = {"attempt": None, "started_at": None, "duration_ms": None}
     if next_nodes is not None:
-        Checkpoint.objects.for_tenant(run.tenant_id).filter(pk=shown_id).update(
-            next_step=_names(next_nodes)
-        )
+        shown["next_step"] = _names(next_nodes)
+    Checkpoint.objects.for_tenant(run.tenant_id).filter(pk=shown_id).update(**shown)
     if checkpoint_ns == ROOT_NS:
         why = {"loop": RESUMED_OWN, "update": UPDATED}.get(source, MOVED_ON)
         _close(run, Q(checkpoint_id__lt=checkpoint_id), why)
@@ -211,16 +213,18 @@ def refresh(run: Run) -> str:
     moved_past = raised is not None and latest is not None
     if moved_past and str(raised.get("checkpoint_id", "")) < latest["checkpoint_id"]:
         raised = None
+    # The node(s) the graph is on while it is not done (the step label names what ran).
+    on = latest["shown_as__next_step"] if latest is not None else ""
     requests = [str(r) for r in waiting if r is not None]
     if requests:
         keep = now["waiting_for"] if now["waiting_for"] in requests else requests[0]
-        return _set(run, now, RunStatus.WAITING_APPROVAL, waiting_for=keep)
+        return _set(run, now, RunStatus.WAITING_APPROVAL, waiting_for=keep, on=on)
     if waiting:
-        return _set(run, now, RunStatus.WAITING_EVENT, waiting_for="interrupt")
+        return _set(run, now, RunStatus.WAITING_EVENT, waiting_for="interrupt", on=on)
     if raised is not None:
-        return _set(run, now, RunStatus.FAILED, error=raised)
-    if latest is None or latest["shown_as__next_step"]:
-        return _set(run, now, RunStatus.RUNNING)
+        return _set(run, now, RunStatus.FAILED, error=raised, on=on)
+    if latest is None or on:
+        return _set(run, now, RunStatus.RUNNING, on=on)
     return _set(run, now, RunStatus.SUCCEEDED)
 
 
@@ -233,7 +237,13 @@ def _raised(run: Run, checkpoint_id: str, errors: list[str] | None) -> None:
 
 
 def _set(
-    run: Run, now: dict[str, Any], status: str, *, waiting_for: str = "", error: Any = None
+    run: Run,
+    now: dict[str, Any],
+    status: str,
+    *,
+    waiting_for: str = "",
+    error: Any = None,
+    on: str = "",
 ) -> str:
     at = timezone.now()
     changed = now["status"] != status or now["waiting_for"] != waiting_for
@@ -244,6 +254,8 @@ def _set(
         "finished_at": at if status in FINISHED else None,
         "updated_at": at,  # the graph's last sign of life (stuck detection reads it)
     }
+    if on:
+        fields["current_step"] = on[:100]
     if changed:
         fields["version"] = now["version"] + 1
     Run.objects.filter(pk=run.pk).update(**fields)
@@ -306,7 +318,7 @@ def _open_request(run: Run, row: GraphInterrupt, value: Any) -> None:
             id=request_id,
             tenant_id=run.tenant_id,
             run_id=run.pk,
-            checkpoint_seq=Run.objects.filter(pk=run.pk).values_list("step_seq", flat=True)[0],
+            checkpoint_seq=_asking_step(run, row.checkpoint_id),
             step=row.node or run.current_step,
             action=value["action"][:100],
             arguments=given if isinstance(given, dict) else {},
@@ -317,6 +329,20 @@ def _open_request(run: Run, row: GraphInterrupt, value: Any) -> None:
             due_at=None,
         )
     )
+
+
+def _asking_step(run: Run, checkpoint_id: str) -> int:
+    """The number of the step that asked: the one after the interrupted checkpoint (whose
+    interrupt write may arrive before the checkpoint itself, which is then the next one)."""
+    found = (
+        ExternalCheckpoint.objects.for_tenant(run.tenant_id)
+        .filter(run=run, checkpoint_ns=ROOT_NS, checkpoint_id=checkpoint_id)
+        .values_list("shown_as__seq", flat=True)
+        .first()
+    )
+    if found is None:
+        found = Run.objects.filter(pk=run.pk).values_list("step_seq", flat=True)[0] + 1
+    return found + 1
 
 
 def _resumed(run: Run, checkpoint_id: str, ids: list[str]) -> None:

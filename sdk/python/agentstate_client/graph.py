@@ -76,6 +76,12 @@ def _seen(seen: dict[str, Any], channel: str, version: Any) -> bool:
         return False
 
 
+def is_state(channel: str) -> bool:
+    """Whether a channel holds the graph's state (not LangGraph's own bookkeeping: `__…__`
+    channels, and the `branch:to:` and `join:` channels that trigger nodes)."""
+    return not (channel.startswith(("__", BRANCH)) or JOIN.match(channel))
+
+
 def step_name(metadata: dict[str, Any], ran: list[str] | None) -> str:
     """The checkpoint's step in the graph's words: the nodes that ran ("__start__", "ask",
     "a, b"), "input", "update_state", "fork"; LangGraph's source and number when unknown."""

@@ -324,7 +324,7 @@ def _preview(values: dict[str, Any]) -> dict[str, Any]:
     cut (the exact values stay in the serialized checkpoint)."""
     shown: dict[str, Any] = {}
     for channel, value in values.items():
-        if channel.startswith("__"):
+        if not graph.is_state(channel):  # LangGraph's bookkeeping (graph.py)
             continue
         text = json.dumps(value, default=repr)
         shown[channel] = json.loads(text) if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS]
