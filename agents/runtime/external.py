@@ -158,6 +158,7 @@ def external_checkpoint_put(
             shown_id=existing.shown_as_id,
             next_nodes=next,
             source=str(metadata.get("source", "")),
+            replaced=True,
         )
         return existing
     seq = (Checkpoint.objects.filter(run=run).aggregate(last=Max("seq"))["last"] or 0) + 1

@@ -29,7 +29,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from agents.runtime import extensions
@@ -110,6 +110,7 @@ def checkpoint_saved(
     shown_id: Any,
     next_nodes: list[str] | None,
     source: str = "",
+    replaced: bool = False,
 ) -> None:
     """After a checkpoint of the run was saved: note its next nodes (None: an older client
     that does not send them), close the interrupts it moved past, and say where the run
@@ -124,7 +125,10 @@ def checkpoint_saved(
     if checkpoint_ns == ROOT_NS:
         why = {"loop": RESUMED_OWN, "update": UPDATED}.get(source, MOVED_ON)
         _close(run, Q(checkpoint_id__lt=checkpoint_id), why)
-    refresh(run)
+    # A new checkpoint is the thread's latest (LangGraph puts a thread's checkpoints in order,
+    # with ids that grow); one saved again may not be, so that one is looked up.
+    latest = None if replaced else (checkpoint_id, shown.get("next_step", ""))
+    refresh(run, latest=latest)
 
 
 def writes_saved(
@@ -155,7 +159,8 @@ def writes_saved(
         _resumed(run, checkpoint_id, resumed or [ALL])
     if ERROR in channels:
         _raised(run, checkpoint_id, errors)
-    refresh(run)
+    if {INTERRUPT, RESUME, ERROR} & set(channels):
+        refresh(run)  # other writes change nothing until their checkpoint comes
 
 
 def request_decided(*, tenant_id: Any, run_id: Any, request_id: Any, decision: dict) -> bool:
@@ -187,66 +192,57 @@ def thread_deleting(*, tenant_id: Any, thread_id: str) -> None:
 # --- where the run stands -------------------------------------------------------------------------
 
 
-def refresh(run: Run) -> str:
-    """Derive the run's status from its latest checkpoint, its open interrupts and the error
-    its graph last raised; store it (and publish it) if it changed. Returns the status."""
+def refresh(run: Run, *, latest: tuple[str, str] | None = None) -> str:
+    """Derive the run's status from its latest checkpoint (`latest`: its id and next nodes,
+    when the caller knows them), its open interrupts and the error its graph last raised;
+    store it (and publish it) if it changed. `run` is the row as locked by the caller."""
     ns = (run.input or {}).get("checkpoint_ns", ROOT_NS) if isinstance(run.input, dict) else ""
-    latest = (
-        ExternalCheckpoint.objects.for_tenant(run.tenant_id)
-        .filter(run=run, checkpoint_ns=ns)
-        .order_by("-checkpoint_id")
-        .values("checkpoint_id", "shown_as__next_step")
-        .first()
-    )
+    if latest is None:
+        found = (
+            ExternalCheckpoint.objects.for_tenant(run.tenant_id)
+            .filter(run=run, checkpoint_ns=ns)
+            .order_by("-checkpoint_id")
+            .values_list("checkpoint_id", "shown_as__next_step")
+            .first()
+        )
+        latest = (found[0], found[1] or "") if found is not None else None
     waiting = list(
         GraphInterrupt.objects.for_tenant(run.tenant_id)
         .filter(run=run, answered_at__isnull=True, closed_at__isnull=True)
         .order_by("created_at", "pk")
         .values_list("request_id", flat=True)
     )
-    now = Run.objects.filter(pk=run.pk).values("status", "waiting_for", "version", "error").first()
-    if now is None:
-        return ""
     # The error a task raised at a checkpoint (its `__error__` write, which may arrive before
     # that checkpoint does): the run failed there, unless a newer checkpoint moved past it.
-    raised = now["error"] if isinstance(now["error"], dict) else None
-    moved_past = raised is not None and latest is not None
-    if moved_past and str(raised.get("checkpoint_id", "")) < latest["checkpoint_id"]:
-        raised = None
+    raised = run.error if isinstance(run.error, dict) else None
+    if raised is not None and latest is not None:
+        raised = None if str(raised.get("checkpoint_id", "")) < latest[0] else raised
     # The node(s) the graph is on while it is not done (the step label names what ran).
-    on = latest["shown_as__next_step"] if latest is not None else ""
+    on = latest[1] if latest is not None else ""
     requests = [str(r) for r in waiting if r is not None]
     if requests:
-        keep = now["waiting_for"] if now["waiting_for"] in requests else requests[0]
-        return _set(run, now, RunStatus.WAITING_APPROVAL, waiting_for=keep, on=on)
+        keep = run.waiting_for if run.waiting_for in requests else requests[0]
+        return _set(run, RunStatus.WAITING_APPROVAL, waiting_for=keep, on=on)
     if waiting:
-        return _set(run, now, RunStatus.WAITING_EVENT, waiting_for="interrupt", on=on)
+        return _set(run, RunStatus.WAITING_EVENT, waiting_for="interrupt", on=on)
     if raised is not None:
-        return _set(run, now, RunStatus.FAILED, error=raised, on=on)
+        return _set(run, RunStatus.FAILED, error=raised, on=on)
     if latest is None or on:
-        return _set(run, now, RunStatus.RUNNING, on=on)
-    return _set(run, now, RunStatus.SUCCEEDED)
+        return _set(run, RunStatus.RUNNING, on=on)
+    return _set(run, RunStatus.SUCCEEDED)
 
 
 def _raised(run: Run, checkpoint_id: str, errors: list[str] | None) -> None:
     """Keep what a task raised at `checkpoint_id` (refresh decides whether it still holds)."""
     message = (errors or ["The graph raised an error."])[0][:2000]
-    Run.objects.filter(pk=run.pk).update(
-        error={"code": "graph_error", "message": message, "checkpoint_id": checkpoint_id}
-    )
+    run.error = {"code": "graph_error", "message": message, "checkpoint_id": checkpoint_id}
+    Run.objects.filter(pk=run.pk).update(error=run.error)
 
 
-def _set(
-    run: Run,
-    now: dict[str, Any],
-    status: str,
-    *,
-    waiting_for: str = "",
-    error: Any = None,
-    on: str = "",
-) -> str:
+def _set(run: Run, status: str, *, waiting_for: str = "", error: Any = None, on: str = "") -> str:
+    """One UPDATE of the run row (its version moves on when its status does)."""
     at = timezone.now()
-    changed = now["status"] != status or now["waiting_for"] != waiting_for
+    changed = run.status != status or run.waiting_for != waiting_for
     fields: dict[str, Any] = {
         "status": status,
         "waiting_for": waiting_for,
@@ -256,11 +252,12 @@ def _set(
     }
     if on:
         fields["current_step"] = on[:100]
-    if changed:
-        fields["version"] = now["version"] + 1
-    Run.objects.filter(pk=run.pk).update(**fields)
     if run.started_at is None:
-        Run.objects.filter(pk=run.pk, started_at__isnull=True).update(started_at=run.created_at)
+        fields["started_at"] = run.created_at
+    if changed:
+        fields["version"] = F("version") + 1
+    Run.objects.filter(pk=run.pk).update(**fields)
+    run.status, run.waiting_for, run.error = status, waiting_for, error
     if changed:
         publish(tenant_id=run.tenant_id, run_id=run.pk, kind="run.status", status=status)
     return status
