@@ -319,3 +319,42 @@ def test_lists_and_the_run_page_name_the_thread_and_its_nodes(saver, tenant_a, c
     # The step-time chart leaves out what was not timed here (a graph's run made it a 500).
     charts = admin.get("/runs/charts/?period=24h", HTTP_HX_REQUEST="true")
     assert charts.status_code == 200
+
+
+def test_a_plain_interrupt_waits_for_an_event_that_only_the_graph_can_deliver(saver, tenant_a, key):
+    from django.test import Client
+
+    b = StateGraph(S)
+    b.add_node("question", lambda state: {"out": interrupt("Which carrier?")})
+    b.add_edge(START, "question")
+    graph = b.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "plain"}}
+    graph.invoke({"seen": []}, config)
+
+    run = root_run(tenant_a, "plain")
+    assert run.status == "waiting_event" and requests_of(tenant_a, "plain") == []
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
+    sent = api.post(
+        f"/api/v1/runs/{run.pk}/events",
+        {"name": run.waiting_for, "payload": {}},
+        content_type="application/json",
+    )
+    assert sent.status_code == 409 and sent.json()["code"] == "run_driven_elsewhere"
+
+    graph.invoke(Command(resume="dhl"), config)
+    assert root_run(tenant_a, "plain").status == "succeeded"
+
+
+def test_update_state_while_waiting_closes_the_request_it_moved_past(saver, tenant_a):
+    config = {"configurable": {"thread_id": "updated"}}
+    graph = asking_graph(saver)
+    graph.invoke({"seen": []}, config)
+
+    graph.update_state(config, {"seen": ["edited"]})
+
+    [closed] = requests_of(tenant_a, "updated")
+    assert closed.status == "cancelled" and "update_state" in closed.comment
+    # The graph still has `ask` to run: it asks again when invoked, as a new request.
+    assert root_run(tenant_a, "updated").status == "running"
+    graph.invoke(None, config)
+    assert sorted(r.status for r in requests_of(tenant_a, "updated")) == ["cancelled", "pending"]
