@@ -99,6 +99,11 @@ def test_a_graphs_run_speaks_the_graphs_words_in_the_browser(page, console_url, 
     screenshot(page, "langgraph-runs")
 
     time.sleep(1.5)  # the wait for a person, on the waterfall
+    page.goto(console_url + f"/runs/{run.pk}/")
+    expect(page.locator("main")).to_contain_text("Waiting for approval")
+    expect(page.locator(".current-step")).to_contain_text("ask")
+    expect(page.locator("main")).not_to_contain_text("Cancel run")
+    screenshot(page, "langgraph-run-waiting")
     with tenant_scope(acme.pk):
         approval_decide(principal=ada, request=request, approve=True, comment="Fine.")
     time.sleep(0.5)
