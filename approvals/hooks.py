@@ -1,5 +1,6 @@
 """What approvals registers with the runtime: a step that asks for approval opens a request
-(in the step's transaction), a cancelled run's pending requests are cancelled with it, and
+(in the step's transaction), a cancelled run's pending requests are cancelled with it, as
+are those of pauses that no longer wait (a LangGraph thread moved past them), and
 tool-calling agents can ask whether a policy covers a tool."""
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from approvals import policies, services
 
 
 def _open_request(pause: extensions.Pause) -> None:
+    if services.approval_request_exists(tenant_id=pause.tenant_id, request_id=pause.id):
+        return  # the same pause again (a LangGraph interrupt written twice): one request
     services.approval_request_create(
         id=pause.id,
         tenant_id=pause.tenant_id,
@@ -29,6 +32,12 @@ def _run_cancelled(sender: Any, *, tenant_id: Any, run_id: Any, **_: Any) -> Non
     services.approval_requests_cancel_for_run(tenant_id=tenant_id, run_id=run_id)
 
 
+def _pauses_closed(
+    sender: Any, *, tenant_id: Any, run_id: Any, pause_ids: list[str], why: str, **_: Any
+) -> None:
+    services.approval_requests_close(tenant_id=tenant_id, run_id=run_id, ids=pause_ids, why=why)
+
+
 def _policy_covers(*, tenant_id: Any, action: str) -> bool:
     """Whether one of the tenant's approval policies covers `action` (tool-calling agents
     pause before such a tool)."""
@@ -39,3 +48,4 @@ def register() -> None:
     extensions.register_pause_handler("approval", _open_request)
     extensions.register_provider("approvals.policy_covers", _policy_covers)
     extensions.run_cancelled.connect(_run_cancelled, dispatch_uid="approvals.run_cancelled")
+    extensions.pauses_closed.connect(_pauses_closed, dispatch_uid="approvals.pauses_closed")

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from agents.runtime import external, progress, queue, webhooks
+from agents.runtime import graph_runs, progress, queue, webhooks
 from agents.runtime.models import Run, RunStatus
 from approvals import notifications
 from approvals.arguments import arguments_check
@@ -231,12 +231,21 @@ def _resume(
     if expired:
         decision["expired"] = True
     runs = Run.objects.for_tenant(request.tenant_id).filter(pk=request.run_id)
-    # A LangGraph thread's run (agents/runtime/external.py) is resumed by its own process,
-    # which reads the decision: it is not queued for our workers.
-    elsewhere = runs.filter(agent=external.AGENT).exists()
-    status = RunStatus.SUCCEEDED if elsewhere else RunStatus.QUEUED
+    if runs.filter(agent=graph_runs.AGENT).exists():
+        # A LangGraph thread's run is resumed by its own process, which reads the decision:
+        # it is not queued for our workers, and it is not done until the graph says so.
+        _publish(request, "approval.decided")
+        answered = graph_runs.request_decided(
+            tenant_id=request.tenant_id,
+            run_id=request.run_id,
+            request_id=request.pk,
+            decision=decision,
+        )
+        if answered:  # the graph's process hears of it through its tenant's webhooks
+            webhooks.decision_made(tenant_id=request.tenant_id, run=runs.get(), decision=decision)
+        return answered
     resumed = runs.filter(status=RunStatus.WAITING_APPROVAL, waiting_for=str(request.pk)).update(
-        status=status,
+        status=RunStatus.QUEUED,
         waiting_for="",
         wake_payload={"decision": decision},
         version=F("version") + 1,
@@ -244,13 +253,13 @@ def _resume(
     _publish(request, "approval.decided")
     if resumed:
         progress.publish(
-            tenant_id=request.tenant_id, run_id=request.run_id, kind="run.status", status=status
+            tenant_id=request.tenant_id,
+            run_id=request.run_id,
+            kind="run.status",
+            status=RunStatus.QUEUED,
         )
-        if elsewhere:  # the graph's process hears of it through its tenant's webhooks
-            webhooks.decision_made(tenant_id=request.tenant_id, run=runs.get(), decision=decision)
-        else:
-            tenant_id, run_id = request.tenant_id, request.run_id
-            transaction.on_commit(lambda: queue.enqueue_run(tenant_id=tenant_id, run_id=run_id))
+        tenant_id, run_id = request.tenant_id, request.run_id
+        transaction.on_commit(lambda: queue.enqueue_run(tenant_id=tenant_id, run_id=run_id))
     return bool(resumed)
 
 
@@ -276,6 +285,38 @@ def approval_requests_cancel_for_run(*, tenant_id: Any, run_id: Any) -> int:
         )
         _publish(request, "approval.decided")
     return cancelled
+
+
+def approval_request_exists(*, tenant_id: Any, request_id: Any) -> bool:
+    return ApprovalRequest.objects.for_tenant(tenant_id).filter(pk=request_id).exists()
+
+
+def approval_requests_close(*, tenant_id: Any, run_id: Any, ids: list[str], why: str) -> int:
+    """Cancel the run's pending requests among `ids`: what they asked no longer waits (a
+    LangGraph thread moved past its interrupt). Each is audited with the reason; a request
+    already decided stays as it was. In the caller's transaction."""
+    pending = ApprovalRequest.objects.for_tenant(tenant_id).filter(
+        run_id=run_id, pk__in=ids, status=ApprovalStatus.PENDING
+    )
+    found = list(pending.values_list("pk", flat=True))
+    closed = pending.filter(pk__in=found).update(
+        status=ApprovalStatus.CANCELLED,
+        decided_by_label="system: graph moved on",
+        decided_at=timezone.now(),
+        comment=why,
+        version=F("version") + 1,
+    )
+    for request in ApprovalRequest.objects.for_tenant(tenant_id).filter(pk__in=found):
+        audit_record(
+            tenant=request.tenant,
+            actor="system:graph",
+            action="approval.superseded",
+            target=request,
+            before={"status": ApprovalStatus.PENDING},
+            after={"status": ApprovalStatus.CANCELLED, "why": why},
+        )
+        _publish(request, "approval.decided")
+    return closed
 
 
 # --- deadlines ------------------------------------------------------------------------------------

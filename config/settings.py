@@ -481,6 +481,11 @@ AGENTSTATE_STUCK_TIMER_GRACE_SECONDS = env_float(
 )
 # A run queued this long without a worker taking it is stuck (no live worker?).
 AGENTSTATE_STUCK_QUEUED_SECONDS = env_float("AGENTSTATE_STUCK_QUEUED_SECONDS", 300.0, minimum=1.0)
+# A LangGraph thread's run with next nodes and no checkpoint for this long: its process may
+# have died (agents/runtime/graph_runs.py; nothing here can drive it).
+AGENTSTATE_STUCK_GRAPH_SILENT_SECONDS = env_float(
+    "AGENTSTATE_STUCK_GRAPH_SILENT_SECONDS", 900.0, minimum=1.0
+)
 # How often beat counts stuck runs, logs them and updates the stuck gauge.
 CELERY_BEAT_SCHEDULE["detect-stuck-runs"] = {
     "task": "agents.detect_stuck_runs",

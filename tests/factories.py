@@ -218,6 +218,14 @@ def _webhook_delivery_row(tenant: Tenant):
     )
 
 
+def _graph_interrupt_row(tenant: Tenant):
+    from agents.runtime.models import GraphInterrupt
+
+    return GraphInterrupt.objects.create(
+        tenant=tenant, run=_run_row(tenant), interrupt_id="i", checkpoint_id="1", task_id="t"
+    )
+
+
 def _idempotency_row(tenant: Tenant):
     from django.utils import timezone
 
@@ -359,6 +367,7 @@ TENANT_OWNED_ROWS = {
             ("agents.ExternalWrite", _external_write_row),
             ("agents.WebhookEndpoint", _webhook_endpoint_row),
             ("agents.WebhookDelivery", _webhook_delivery_row),
+            ("agents.GraphInterrupt", _graph_interrupt_row),
             ("approvals.ApprovalRequest", _approval_row),
             ("approvals.ApprovalPolicy", _approval_policy_row),
             ("approvals.ApproverGroup", _approver_group_row),

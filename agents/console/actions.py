@@ -18,7 +18,7 @@ from django.utils import timezone
 from agents.console.errors import InvalidState
 from agents.console.recovered import Recovered, recovered_since
 from agents.console.replay import run_replay  # noqa: F401 - an action like the others
-from agents.runtime import services
+from agents.runtime import graph_runs, services
 from agents.runtime.definitions import Agent, get_agent
 from agents.runtime.errors import RunChanged
 from agents.runtime.fencing import BUSY, FREE, LEASE_EXPIRED, REQUEUE, audit, changed, fenced
@@ -59,6 +59,7 @@ def _record_lost(run: Run, message: str) -> None:
 @transaction.atomic
 def run_retry(*, principal: Principal, run: Run, version: int) -> Run:
     """Run the failed step again now, with a fresh retry budget (or skip a retry's backoff)."""
+    graph_runs.refuse(run, "retry")
     fresh = fenced(
         principal,
         run,
@@ -79,6 +80,7 @@ def run_retry(*, principal: Principal, run: Run, version: int) -> Run:
 @transaction.atomic
 def run_resume(*, principal: Principal, run: Run, version: int) -> Run:
     """Queue a stuck run again: a dead worker's run, a missed timer, a lost queue message."""
+    graph_runs.refuse(run, "resume")
     fresh = fenced(
         principal,
         run,
@@ -100,6 +102,7 @@ def run_release_lease(*, principal: Principal, run: Run, version: int) -> Run:
     """Take the run away from its worker (even a live one) and queue it for another.
 
     The version moves on, so the old worker's writes match nothing from now on."""
+    graph_runs.refuse(run, "release")
     fresh = fenced(
         principal,
         run,
@@ -159,6 +162,7 @@ def parse_state(raw: str, agent: Agent) -> dict[str, Any]:
 @transaction.atomic
 def run_edit_state(*, principal: Principal, run: Run, version: int, state: str) -> Run:
     """Replace the state of the run's latest checkpoint (validated; nothing saved if not)."""
+    graph_runs.refuse(run, "state")
     agent = get_agent(run.agent)
     new_state = parse_state(state, agent)
     fresh = fenced(

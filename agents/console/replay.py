@@ -16,7 +16,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from agents.console.errors import NoSuchCheckpoint
-from agents.runtime import extensions, selectors
+from agents.runtime import extensions, graph_runs, selectors
 from agents.runtime.definitions import Agent, get_agent
 from agents.runtime.errors import ActionNotAllowed
 from agents.runtime.fencing import BUSY, FREE, REQUEUE, audit, changed, fenced
@@ -74,6 +74,7 @@ def run_replay(
     """Run again from checkpoint `seq` (0: from the start), as a new run or by rewinding this
     one. Side-effecting calls recorded after the checkpoint are replayed from the ledger,
     not made again, unless `repeat_side_effects`. Returns the run that will continue."""
+    graph_runs.refuse(run, "replay")
     agent = get_agent(run.agent)
     start = _start_point(run, seq, agent)
     if as_new_run:

@@ -14,6 +14,7 @@ from django.db.models import Count, Q, QuerySet
 from agents.console import stuck
 from agents.console.diff import Change, state_diff
 from agents.console.forms import AGES
+from agents.runtime import graph_runs
 from agents.runtime.definitions import get_agent
 from agents.runtime.errors import AppError
 from agents.runtime.models import AgentSession, Checkpoint, Run, RunStatus
@@ -190,7 +191,18 @@ def _has_schema(run: Run) -> bool:
 
 
 def available_actions(run: Run, now: dt.datetime) -> dict[str, bool]:
-    """Which buttons the page offers (the actions check again, fenced, when pressed)."""
+    """Which buttons the page offers (the actions check again, fenced, when pressed). A
+    LangGraph thread's run is driven by its own process: none that drive a run apply."""
+    if graph_runs.is_graph_run(run):
+        return {
+            "resume": False,
+            "retry": False,
+            "release": False,
+            "cancel": False,
+            "edit": False,
+            "replay": False,
+            "graph": True,
+        }
     running = run.status == RunStatus.RUNNING
     lease_gone = running and (not run.lease_owner or (run.lease_expires_at or now) <= now)
     backing_off = (
@@ -202,4 +214,6 @@ def available_actions(run: Run, now: dt.datetime) -> dict[str, bool]:
         "release": running,
         "cancel": not run.is_finished and not run.cancel_requested,
         "edit": not running or lease_gone,
+        "replay": True,
+        "graph": False,
     }

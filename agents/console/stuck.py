@@ -29,6 +29,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.db.models.lookups import LessThan
 from django.utils import timezone
 
+from agents.runtime import graph_runs
 from agents.runtime.definitions import all_agents
 from agents.runtime.metrics import record_sweep
 from agents.runtime.models import FINISHED, Run, RunEventLog, RunStatus
@@ -92,6 +93,17 @@ REASONS: dict[str, Reason] = {
             "Check /readyz for live workers, then resume it to queue it again.",
         ),
         Reason(
+            "graph_silent",
+            "Graph silent",
+            "This LangGraph thread has nodes left to run, but its process has saved no "
+            "checkpoint for a while: it may have been killed, or a node may hang. Its graph "
+            "runs in that process, so AgentState cannot retry or cancel it.",
+            "",
+            "Check the process that runs the graph. If it died, invoke the graph again on "
+            "this thread: it continues from its last checkpoint. Otherwise delete the thread, "
+            "or mark this resolved.",
+        ),
+        Reason(
             "code_missing",
             "Code missing",
             "The agent, its current step or its state version no longer exists in the "
@@ -105,6 +117,10 @@ REASONS: dict[str, Reason] = {
 
 # Failures that mean the code the run needs is not deployed.
 CODE_ERRORS = ("unknown_agent", "unknown_step", "state_migration_failed")
+
+
+def _graph_silence() -> dt.timedelta:
+    return dt.timedelta(seconds=settings.AGENTSTATE_STUCK_GRAPH_SILENT_SECONDS)
 
 
 def _timer_grace() -> dt.timedelta:
@@ -140,7 +156,7 @@ def _queued_since() -> Greatest:
 
 def _code_missing() -> Q:
     """Runs that need code this deployment does not have."""
-    known = Q(pk__in=[])
+    known = Q(agent=graph_runs.AGENT)  # its steps are the graph's nodes, run elsewhere
     for agent in all_agents():
         known |= (
             Q(agent=agent.name, current_step__in=list(agent.steps))
@@ -162,13 +178,20 @@ def _oldest_migratable(agent) -> int:
 
 def conditions(now: dt.datetime) -> dict[str, Q]:
     """The condition of each reason (without the resolved check)."""
+    # A graph's run is stuck only when its process fell silent (never while it waits).
+    ours = ~Q(agent=graph_runs.AGENT)
     return {
         "lease_expired": Q(status=RunStatus.RUNNING, lease_expires_at__lt=now),
         "retries_exhausted": Q(status=RunStatus.FAILED, error__code="retries_exhausted"),
-        "approval_overdue": Q(status=RunStatus.WAITING_APPROVAL) & Q(_approval_overdue(now)),
+        "approval_overdue": Q(status=RunStatus.WAITING_APPROVAL) & ours & Q(_approval_overdue(now)),
         "timer_overdue": Q(status=RunStatus.WAITING_TIMER, not_before__lt=now - _timer_grace()),
         "queued_too_long": Q(status=RunStatus.QUEUED, created_at__lt=now - _queued_limit())
         & Q(LessThan(_queued_since(), now - _queued_limit())),
+        "graph_silent": Q(
+            status=RunStatus.RUNNING,
+            agent=graph_runs.AGENT,
+            updated_at__lt=now - _graph_silence(),
+        ),
         "code_missing": _code_missing(),
     }
 
@@ -204,7 +227,9 @@ def reasons_in_python(runs: list[Run], now: dt.datetime) -> dict[Any, list[Reaso
     if not runs:
         return {}
     tenant = runs[0].tenant_id
-    waiting = [r.pk for r in runs if r.status == RunStatus.WAITING_APPROVAL]
+    waiting = [
+        r.pk for r in runs if r.status == RunStatus.WAITING_APPROVAL and r.agent != graph_runs.AGENT
+    ]
     overdue = set(
         ApprovalRequest.objects.for_tenant(tenant)
         .filter(run_id__in=waiting, status=ApprovalStatus.PENDING, due_at__lt=now)
@@ -247,6 +272,9 @@ def _reasons(
         "queued_too_long": run.status == RunStatus.QUEUED
         and run.created_at < limit
         and max(run.not_before or run.created_at, last_event.get(run.pk, run.created_at)) < limit,
+        "graph_silent": run.status == RunStatus.RUNNING
+        and run.agent == graph_runs.AGENT
+        and run.updated_at < now - _graph_silence(),
         "code_missing": (run.status not in FINISHED and not _deployed(run, known.get(run.agent)))
         or (run.status == RunStatus.FAILED and code in CODE_ERRORS),
     }
@@ -254,6 +282,8 @@ def _reasons(
 
 
 def _deployed(run: Run, agent: Any) -> bool:
+    if run.agent == graph_runs.AGENT:
+        return True  # its steps are the graph's nodes, run elsewhere
     return (
         agent is not None
         and run.current_step in agent.steps

@@ -99,6 +99,15 @@ class RunNotWaiting(AppError):
     message = "The run is not waiting for that."
 
 
+class DrivenElsewhere(AppError):
+    """An action that needs AgentState to drive the run, on a LangGraph thread's run (its
+    graph runs in its own process: agents/runtime/graph_runs.py)."""
+
+    code = "run_driven_elsewhere"
+    status = 409
+    message = "This run is a LangGraph thread: its graph runs in its own process, not here."
+
+
 class RunFinished(AppError):
     code = "run_finished"
     status = 409

@@ -7,7 +7,7 @@ and features (approvals, memory, conversations) register in their `AppConfig.rea
 - **Step extensions**: `ctx.<name>` on a `StepContext`, built on first use by the factory
   registered under that name (memory registers `ctx.memory`, conversations `ctx.pack`).
 - **Lifecycle signals** (Django signals, sent in the transaction that made the change):
-  `run_cancelled`, `messages_appended`, `sweep_finished`.
+  `run_cancelled`, `pauses_closed`, `messages_appended`, `sweep_finished`.
 
 See docs/architecture.md.
 """
@@ -73,6 +73,9 @@ def step_extension(name: str) -> StepExtension | None:
 
 # tenant_id, run_id: a run was cancelled (who waits on it should stop waiting).
 run_cancelled = Signal()
+# tenant_id, run_id, pause_ids (list of str), why: pauses of a run that no longer wait (a
+# LangGraph thread moved past its interrupts); what they opened should close, saying why.
+pauses_closed = Signal()
 # tenant_id, session_id, messages (dicts as cached), count, summary_upto: sent in the
 # transaction that appended them; receivers defer their work with on_commit.
 messages_appended = Signal()

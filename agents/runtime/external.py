@@ -12,19 +12,15 @@ Everything runs in the caller's transaction and tenant scope (row-level security
 
 from __future__ import annotations
 
-import uuid
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from agents.runtime import extensions
+from agents.runtime import graph_runs
 from agents.runtime.definitions import Agent, register
 from agents.runtime.errors import (
-    AmountMismatch,
-    InvalidAmount,
     PermanentStepError,
     ThreadDrivenElsewhere,
     ThreadsNotForMembers,
@@ -42,10 +38,7 @@ from agents.runtime.progress import publish
 from tenants.models import Scope
 from tenants.principal import Principal
 
-AGENT = "langgraph"
-# What an approval request's amount column holds (max_digits=14, decimal_places=2).
-MAX_AMOUNT = Decimal("999999999999.99")
-CENT = Decimal("0.01")
+AGENT = graph_runs.AGENT  # "langgraph"
 
 
 def _driven_elsewhere(ctx: Any) -> Any:
@@ -62,6 +55,7 @@ register(
         description="LangGraph threads kept by AgentStateSaver (sdk/python); run elsewhere.",
         steps={"external": _driven_elsewhere},
         startable=False,
+        summary=graph_runs.summary,  # graph_runs hook: the thread id names the run
     )
 )
 
@@ -145,6 +139,7 @@ def external_checkpoint_put(
     blobs: list[dict[str, Any]],
     preview: dict[str, Any],
     step: str,
+    next: list[str] | None = None,
 ) -> ExternalCheckpoint:
     """Save (or replace) one checkpoint of an external thread, with the channel values it
     introduced; the same id again replaces it, as LangGraph's savers do."""
@@ -184,6 +179,16 @@ def external_checkpoint_put(
             setattr(existing, name, value)
         existing.save(update_fields=list(fields))
         Checkpoint.objects.filter(pk=existing.shown_as_id).update(state=preview, step=step)
+        # graph_runs hook: the run's status follows the graph.
+        graph_runs.checkpoint_saved(
+            run=run,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint_id,
+            shown_id=existing.shown_as_id,
+            next_nodes=next,
+            source=str(metadata.get("source", "")),
+            replaced=True,
+        )
         return existing
     seq = (Checkpoint.objects.filter(run=run).aggregate(last=Max("seq"))["last"] or 0) + 1
     shown = Checkpoint.objects.create(
@@ -221,7 +226,16 @@ def external_checkpoint_put(
         attempt=1,
         status=RunStatus.SUCCEEDED,
         next_step="",
-        duration_ms=0.0,
+        duration_ms=None,  # its node ran elsewhere: not timed here
+    )
+    # graph_runs hook: the run's status follows the graph.
+    graph_runs.checkpoint_saved(
+        run=run,
+        checkpoint_ns=checkpoint_ns,
+        checkpoint_id=checkpoint_id,
+        shown_id=shown.pk,
+        next_nodes=next,
+        source=str(metadata.get("source", "")),
     )
     return saved
 
@@ -237,14 +251,14 @@ def external_writes_put(
     task_path: str,
     writes: list[dict[str, Any]],
     interrupts: list[dict[str, Any]] | None = None,
+    resumed: list[str] | None = None,
+    errors: list[str] | None = None,
 ) -> None:
     """Save a task's pending writes. A regular write (idx >= 0) is kept as first written;
     the special ones (errors, interrupts: idx < 0) are replaced, as LangGraph's savers do.
     An interrupt whose value names an `action` pauses the run for a person's decision."""
     run = _run(principal, thread_id, checkpoint_ns, create=True)
     assert run is not None
-    for interrupt in interrupts or []:
-        _pause(run, interrupt)
     for write in writes:
         key = {
             "thread_id": thread_id,
@@ -265,6 +279,19 @@ def external_writes_put(
                 rows.update(**values)
             continue
         ExternalWrite.objects.create(tenant=principal.tenant, run=run, **key, **values)
+    # graph_runs hook: interrupts open requests (root namespace), resumes and errors move
+    # the run's status.
+    graph_runs.writes_saved(
+        run=run,
+        checkpoint_ns=checkpoint_ns,
+        checkpoint_id=checkpoint_id,
+        task_id=task_id,
+        task_path=task_path,
+        channels=[w["channel"] for w in writes],
+        interrupts=interrupts or [],
+        resumed=resumed,
+        errors=errors,
+    )
 
 
 @transaction.atomic
@@ -278,6 +305,8 @@ def external_thread_delete(*, principal: Principal, thread_id: str) -> int:
     others = sessions.exclude(driver__in=["", driver_of(principal)])
     if not principal.can(Scope.ADMIN) and others.exists():
         raise ThreadDrivenElsewhere()
+    # graph_runs hook: pending approval requests are cancelled (audited) first.
+    graph_runs.thread_deleting(tenant_id=principal.tenant.pk, thread_id=thread_id)
     deleted, _ = sessions.delete()
     return deleted
 
@@ -398,86 +427,6 @@ def _as_dict(
     }
 
 
-def _pause(run: Run, interrupt: dict[str, Any]) -> None:
-    """`interrupt({"action", "arguments", "reason"})` in a graph: an approval request in the
-    inbox (through the registered pause handler, so the tenant's policies apply). The policy
-    judges the amount in the arguments (`arguments["amount"]`), never a number the graph
-    declares beside them: without one, a person decides whatever the policy's threshold. The
-    same interrupt again (a retried request) changes nothing."""
-    value = interrupt.get("value")
-    if not isinstance(value, dict) or not isinstance(value.get("action"), str):
-        return  # an interrupt for something else: the graph's own business
-    given = value.get("arguments")
-    arguments: dict[str, Any] = given if isinstance(given, dict) else {}
-    amount = interrupt_amount(value, arguments)
-    request_id = request_id_for(run, interrupt.get("id"))
-    decided = (run.wake_payload or {}).get("decision") or {}
-    if run.waiting_for == str(request_id) or decided.get("request_id") == str(request_id):
-        return
-    Run.objects.filter(pk=run.pk).update(
-        status=RunStatus.WAITING_APPROVAL,
-        waiting_for=str(request_id),
-        wake_payload=None,
-        version=run.version + 1,
-    )
-    extensions.pause_handler("approval")(
-        extensions.Pause(
-            id=request_id,
-            tenant_id=run.tenant_id,
-            run_id=run.pk,
-            checkpoint_seq=run.step_seq,
-            step=run.current_step,
-            action=value["action"][:100],
-            arguments=arguments,
-            reason=str(value.get("reason") or "")[:2000],
-            amount=amount,
-            due_at=None,
-        )
-    )
-    publish(
-        tenant_id=run.tenant_id,
-        run_id=run.pk,
-        kind="run.status",
-        status=RunStatus.WAITING_APPROVAL,
-    )
-
-
-def request_id_for(run: Run, interrupt_id: Any) -> uuid.UUID:
-    """The approval request of one interrupt of a thread's run: the same id every time."""
-    return uuid.uuid5(uuid.NAMESPACE_URL, f"agentstate:{run.pk}:{interrupt_id}")
-
-
-def interrupt_amount(value: dict[str, Any], arguments: dict[str, Any]) -> Decimal | None:
-    """The amount a policy judges: the arguments'. An amount declared beside them must be
-    the same; either one that is not a positive amount is refused (InvalidAmount)."""
-    in_arguments = parse_amount(arguments.get("amount"))
-    declared = parse_amount(value.get("amount"))
-    if declared is not None and in_arguments is not None and declared != in_arguments:
-        raise AmountMismatch(
-            f"The interrupt declares {declared} but its arguments say {in_arguments}.",
-            detail={"amount": str(declared), "arguments.amount": str(in_arguments)},
-        )
-    return in_arguments
-
-
-def parse_amount(raw: Any) -> Decimal | None:
-    """A positive amount of money (a number, or a number written as text), to the cent."""
-    if raw is None:
-        return None
-    if isinstance(raw, bool) or not isinstance(raw, int | float | str | Decimal):
-        raise InvalidAmount(detail={"amount": repr(raw)[:100]})
-    try:
-        amount = Decimal(str(raw).strip()[:50])
-    except InvalidOperation:
-        raise InvalidAmount(detail={"amount": str(raw)[:100]}) from None
-    if not amount.is_finite() or amount > MAX_AMOUNT:
-        raise InvalidAmount(detail={"amount": str(raw)[:100]})
-    amount = amount.quantize(CENT, rounding=ROUND_HALF_UP)
-    if amount <= 0:
-        raise InvalidAmount(detail={"amount": str(raw)[:100]})
-    return amount
-
-
 def external_decision(
     *, principal: Principal, thread_id: str, checkpoint_ns: str, interrupt_id: str
 ) -> dict[str, Any] | None:
@@ -493,7 +442,7 @@ def external_decision(
     )
     if run is None:
         return None
-    request_id = str(request_id_for(run, interrupt_id))
+    request_id = str(graph_runs.request_id_for(run, interrupt_id))
     decision = (run.wake_payload or {}).get("decision")
     if not isinstance(decision, dict) or decision.get("request_id") != request_id:
         decision = None

@@ -581,3 +581,29 @@ class WebhookDelivery(TenantOwned):
                 condition=models.Q(status="pending"),
             )
         ]
+
+
+class GraphInterrupt(TenantOwned):
+    """An `interrupt()` of a LangGraph thread (agents/runtime/graph_runs.py): where it was
+    raised (the root namespace's checkpoint and task), the approval request it opened if it
+    names an action, and whether the graph has been answered or moved past it. One row per
+    interrupt id and run, however many times its writes arrive."""
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
+    interrupt_id = models.CharField(max_length=200)
+    checkpoint_id = models.CharField(max_length=100)
+    task_id = models.CharField(max_length=200)
+    node = models.CharField(max_length=100, blank=True)
+    request_id = models.UUIDField(null=True, blank=True)  # its approval request, if any
+    answered_at = models.DateTimeField(null=True, blank=True)  # a decision or a resume value
+    closed_at = models.DateTimeField(null=True, blank=True)  # the graph moved past it
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "run", "interrupt_id"], name="graphinterrupt_unique_id"
+            )
+        ]

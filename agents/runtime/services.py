@@ -9,7 +9,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from agents.runtime import errors, extensions, fencing, queue
+from agents.runtime import errors, extensions, fencing, graph_runs, queue
 from agents.runtime.definitions import get_agent
 from agents.runtime.models import (
     FINISHED,
@@ -272,6 +272,7 @@ def run_cancel(*, principal: Principal, run: Run, version: int | None = None) ->
     With `version` (the admin console: the version the admin saw), the cancel is fenced on it
     (RunChanged if the run moved meanwhile), a run whose worker's lease expired is cancelled
     at once too, and the audit names the console."""
+    graph_runs.refuse(run, "cancel")
     if version is not None:
         return _run_cancel_fenced(principal=principal, run=run, version=version)
     runs = Run.objects.for_tenant(principal.tenant).filter(pk=run.pk)
@@ -333,6 +334,7 @@ def _run_cancel_fenced(*, principal: Principal, run: Run, version: int) -> Run:
 @transaction.atomic
 def run_send_event(*, principal: Principal, run: Run, name: str, payload: Any) -> Run:
     """Deliver an external event to a run waiting for it; the run wakes on commit."""
+    graph_runs.refuse(run, "event")
     updated = (
         Run.objects.for_tenant(principal.tenant)
         .filter(pk=run.pk, status=RunStatus.WAITING_EVENT, waiting_for=name)

@@ -65,6 +65,11 @@ class CheckpointPutSerializer(serializers.Serializer):
     blobs = BlobSerializer(many=True, default=list)
     preview = JSONObjectField(default=dict)
     step = serializers.CharField(max_length=100, allow_blank=True, default="")
+    # The nodes LangGraph will run from this checkpoint (agents/runtime/graph_runs.py): none
+    # means the graph reached its end. Left out by older clients.
+    next = serializers.ListField(
+        child=serializers.CharField(max_length=200), max_length=1000, required=False
+    )
 
 
 class WriteSerializer(serializers.Serializer):
@@ -89,6 +94,17 @@ class WritesPutSerializer(serializers.Serializer):
     # The values of `interrupt(...)` calls among the writes, as JSON (the bytes are opaque
     # here): one naming an `action` is an approval request.
     interrupts = InterruptSerializer(many=True, default=list)
+    # A resume value the graph was given (`Command(resume=...)`, a write of the null task):
+    # the interrupt ids it answers, or ["*"] for all of them.
+    resumed = serializers.ListField(
+        child=serializers.CharField(max_length=200), max_length=1000, required=False
+    )
+    # The error a task raised (an `__error__` write), in words.
+    errors = serializers.ListField(
+        child=serializers.CharField(max_length=2000, trim_whitespace=False),
+        max_length=100,
+        required=False,
+    )
 
 
 class CheckpointQuerySerializer(serializers.Serializer):

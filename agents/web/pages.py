@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.conversations import selectors as conversation_selectors
-from agents.runtime import selectors
+from agents.runtime import graph_runs, selectors
 from agents.runtime.definitions import get_agent, run_summary
 from agents.runtime.errors import AppError
 from agents.runtime.models import (
@@ -150,6 +150,8 @@ def progress(run: Run) -> dict[str, Any]:
         defined = len(get_agent(run.agent).steps)
     except AppError:
         defined = None
+    if graph_runs.is_graph_run(run):
+        defined = None  # its steps are the graph's nodes, not the agent's one placeholder
     number = run.step_seq if run.is_finished else run.step_seq + 1
     end = run.finished_at or timezone.now()
     return {

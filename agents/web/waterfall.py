@@ -17,6 +17,7 @@ from typing import Any
 
 from django.utils.safestring import SafeString
 
+from agents.runtime import graph_runs
 from agents.runtime.models import AttemptOutcome, Run, RunStatus, StepAttempt
 from core import charts
 
@@ -31,6 +32,7 @@ KINDS = [
     charts.Series("event", "Waiting for an event"),
     charts.Series("queued", "Queued for a worker"),
     charts.Series("backoff", "Backing off before a retry"),
+    charts.Series("resume", "Waiting for the graph to resume"),
 ]
 WAITS = {
     RunStatus.WAITING_TIMER: ("Sleeping", "timer"),
@@ -69,6 +71,8 @@ def run_waterfall(
     """The run's waterfall chart and how long it spent on each kind of thing (`steps`: the
     run page's timeline entries, `approvals`: its approval requests)."""
     end = run.finished_at or now
+    if graph_runs.is_graph_run(run):
+        return _graph_waterfall(run, steps, list(approvals), end, now)
     timed = any(a.started_at is not None for e in steps for a in e.attempts)
     # Checkpoints without attempts were written elsewhere (a LangGraph thread through the API)
     # or by an admin's repair: nothing here says how long their steps took.
@@ -88,6 +92,115 @@ def run_waterfall(
         else "No step has run yet.",
     )
     return Waterfall(chart, totals, elapsed, ongoing=not run.is_finished)
+
+
+def _graph_waterfall(
+    run: Run, steps: Sequence[Any], approvals: list[Any], end: dt.datetime, now: dt.datetime
+) -> Waterfall:
+    """A LangGraph thread's run: its graph ran elsewhere and saved a checkpoint after each
+    step, so each step is drawn from one checkpoint to the next, and an interrupt's wait
+    for a person as a wait (then, once decided, the wait for the graph to resume)."""
+    spans = _graph_spans(run, steps, approvals, now)
+    elapsed = _ms(run.created_at, end)
+    totals = _totals(spans)
+    chart = charts.waterfall(
+        id=f"waterfall-{run.pk}",
+        title="Steps of the graph and its waits on one time axis",
+        description=describe(totals, elapsed, finished=run.is_finished),
+        spans=_fit(spans),
+        total_ms=elapsed,
+        kinds=KINDS,
+        empty="The graph has saved no checkpoint yet.",
+    )
+    return Waterfall(chart, totals, elapsed, ongoing=not run.is_finished)
+
+
+def _graph_spans(
+    run: Run, steps: Sequence[Any], approvals: list[Any], now: dt.datetime
+) -> list[charts.Span]:
+    t0 = run.created_at
+    saved = [e.checkpoint for e in steps if getattr(e, "checkpoint", None) is not None]
+    drawn = {c.seq for c in saved[1:]} | ({saved[-1].seq + 1} if saved else set())
+    asked = sorted(approvals, key=lambda a: a.requested_at)
+    spans: list[charts.Span] = []
+    for previous, checkpoint in zip(saved, saved[1:], strict=False):
+        start, stop = previous.created_at, checkpoint.created_at
+        label = f"Step {checkpoint.seq} · {checkpoint.step}"
+        request = _asked_by(asked, checkpoint.seq, start, stop, drawn)
+        spans += _graph_gap(label, request, t0, start, stop, ongoing=False)
+    if saved and not run.is_finished:
+        last = saved[-1]
+        nodes = last.next_step or run.current_step
+        label = f"Step {last.seq + 1} · {nodes}"
+        request = _asked_by(asked, last.seq + 1, last.created_at, now, drawn)
+        spans += _graph_gap(label, request, t0, last.created_at, now, ongoing=True)
+    return spans
+
+
+def _asked_by(
+    asked: list[Any], seq: int, start: dt.datetime, stop: dt.datetime, drawn: set[int]
+) -> Any:
+    """The request step `seq` made (its interrupt); else one made meanwhile that no drawn
+    step made (its interrupt's write may arrive before the checkpoint it belongs to)."""
+    found = next((a for a in asked if a.checkpoint_seq == seq), None)
+    if found is not None:
+        return found
+    loose = (a for a in asked if a.checkpoint_seq not in drawn)
+    return next((a for a in loose if start <= a.requested_at <= stop), None)
+
+
+def _graph_gap(
+    label: str,
+    request: Any,
+    t0: dt.datetime,
+    start: dt.datetime,
+    stop: dt.datetime,
+    *,
+    ongoing: bool,
+) -> list[charts.Span]:
+    """From one checkpoint to the next: the node(s) running in the graph's process, or, if
+    one asked for approval meanwhile, running until it asked, the wait for the decision, and
+    the wait for the graph to resume with it."""
+    where = "in the graph's process"
+    if request is None:
+        kind = "running" if ongoing else "step"
+        return [_span(label, kind, t0, start, stop, where, ongoing=ongoing)]
+    spans = []
+    asked = min(max(start, request.requested_at), stop)  # its write may beat the checkpoint
+    if _ms(start, asked) >= 1:
+        spans.append(_span(label, "step", t0, start, asked, where))
+    decided = request.decided_at if request.decided_at and request.decided_at <= stop else None
+    if decided is None:
+        note = f"{request.action}, pending"
+        spans.append(
+            _span(
+                "Waiting for approval",
+                "approval",
+                t0,
+                asked,
+                stop,
+                note,
+                ongoing=ongoing,
+            )
+        )
+        return spans
+    who = request.decided_by_label or "the system"
+    note = f"{request.action}, {request.get_status_display().lower()} by {who}"
+    spans.append(_span("Waiting for approval", "approval", t0, asked, max(asked, decided), note))
+    if _ms(decided, stop) >= 1:
+        after = "until the graph's process resumed with the decision"
+        spans.append(
+            _span(
+                "Waiting for the graph to resume",
+                "resume",
+                t0,
+                decided,
+                stop,
+                after,
+                ongoing=ongoing,
+            )
+        )
+    return spans
 
 
 def describe(totals: Sequence[Total], elapsed_ms: float, *, finished: bool) -> str:

@@ -74,7 +74,9 @@ def test_an_interrupt_waits_in_the_inbox_and_the_edited_decision_resumes_the_gra
             edited_arguments={"order": "A-1001", "carrier": "dhl"},
         )
         run.refresh_from_db()
-    assert run.status == "succeeded"  # resumed by its own process, never queued here
+    # Approved, not yet resumed: the graph's own process resumes it (never queued here), and
+    # until it does the run has a node to run, so it is running, not succeeded.
+    assert run.status == "running"
 
     decision = saver.decision(config)
     assert decision["approved"] is True and decision["comment"] == "Use DHL."
@@ -85,3 +87,5 @@ def test_an_interrupt_waits_in_the_inbox_and_the_edited_decision_resumes_the_gra
     assert result["outcome"]["arguments"]["carrier"] == "dhl"
     with tenant_scope(tenant_a.pk):
         assert ApprovalRequest.objects.filter(run=run).count() == 1
+        run.refresh_from_db()
+    assert run.status == "succeeded"  # the graph reached its end

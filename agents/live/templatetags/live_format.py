@@ -76,6 +76,8 @@ def event_label(event: Any) -> str:
             f"(attempt {data.get('attempt', '?')}{ran}); queued again for another worker"
         )
     if kind == "step.finished":
+        if data.get("duration_ms") is None:  # saved by a graph that runs elsewhere: not timed
+            return f"Checkpoint saved after {_step(data)}"
         took = ms_duration(data.get("duration_ms"))
         after = {
             "running": f"next: {data.get('next_step')}",

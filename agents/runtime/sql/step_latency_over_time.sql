@@ -3,7 +3,8 @@
 -- started in time zone %(tz)s; `runs` is how many runs the period holds. A busy tenant has
 -- more runs than a chart needs: above %(sample)s runs, a uniform sample of about that many is
 -- read (by a hash of the run id), so the statement's cost stays bounded. A successful attempt
--- is recorded on the checkpoint it wrote; each sampled run's checkpoints come through the
+-- is recorded on the checkpoint it wrote (one a graph saved elsewhere has no duration: it is
+-- not timed here); each sampled run's checkpoints come through the
 -- (run, seq) index: the LIMIT keeps the planner from flattening the lateral subquery into a
 -- scan of the whole checkpoint table.
 WITH recent AS (
@@ -29,7 +30,8 @@ SELECT date_trunc(%(bucket)s, c.started_at AT TIME ZONE %(tz)s) AT TIME ZONE %(t
        SELECT c.started_at, c.duration_ms
          FROM agents_checkpoint c
         WHERE c.run_id = p.id AND c.tenant_id = %(tenant)s
-          AND c.attempt IS NOT NULL AND c.started_at >= %(since)s
+          AND c.attempt IS NOT NULL AND c.duration_ms IS NOT NULL
+          AND c.started_at >= %(since)s
         LIMIT 100000
        ) c
  GROUP BY 1

@@ -35,6 +35,7 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
+from agentstate_client import graph
 from agentstate_client.client import Client
 
 PREVIEW_CHARS = 2000
@@ -46,6 +47,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
     ) -> None:
         super().__init__(**kwargs)
         self._client = client or Client(base_url, api_key)
+        self._next = graph.NextNodes()  # names each step by the nodes that ran (graph.py)
 
     # --- reads ----------------------------------------------------------------------------------
 
@@ -119,6 +121,10 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
             )
         kind, raw = self.serde.dumps_typed(rest)
         full_metadata = get_checkpoint_metadata(config, metadata)
+        # The graph's words and where it stands (graph.py): its next nodes, the step's name.
+        nodes = graph.next_nodes(checkpoint)
+        ran = self._next.of(thread_id, ns, conf.get("checkpoint_id"))
+        self._next.remember(thread_id, ns, checkpoint["id"], nodes)
         # Idempotent by the checkpoint's id: no Idempotency-Key record needed per step.
         self._client.post(
             "langgraph/checkpoints",
@@ -133,7 +139,8 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
                 "channel_versions": {k: str(v) for k, v in checkpoint["channel_versions"].items()},
                 "blobs": blobs,
                 "preview": _preview(values),
-                "step": _step_name(full_metadata),
+                "step": graph.step_name(full_metadata, ran),
+                "next": nodes,
             },
             idempotency_key=False,
         )
@@ -171,6 +178,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
                 "task_path": task_path,
                 "writes": encoded,
                 "interrupts": interrupts,
+                **graph.writes_info(task_id, writes),
             },
             idempotency_key=False,  # idempotent by (checkpoint, task, index)
         )
@@ -265,6 +273,12 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         )
         thread_id, ns = found["thread_id"], found["checkpoint_ns"]
         parent = found["parent_checkpoint_id"]
+        self._next.remember(
+            thread_id,
+            ns,
+            found["checkpoint_id"],
+            graph.next_nodes({**checkpoint, "channel_values": values}),
+        )
         return CheckpointTuple(
             config=config or _config(thread_id, ns, found["checkpoint_id"]),
             checkpoint={**checkpoint, "channel_values": values},
@@ -331,14 +345,8 @@ def _preview(values: dict[str, Any]) -> dict[str, Any]:
     cut (the exact values stay in the serialized checkpoint)."""
     shown: dict[str, Any] = {}
     for channel, value in values.items():
-        if channel.startswith("__"):
+        if not graph.is_state(channel):  # LangGraph's bookkeeping (graph.py)
             continue
         text = json.dumps(value, default=repr)
         shown[channel] = json.loads(text) if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS]
     return shown
-
-
-def _step_name(metadata: dict[str, Any]) -> str:
-    """ "input -1", "loop 0", ...: LangGraph's source of the checkpoint and its step number."""
-    source = str(metadata.get("source") or "step")
-    return f"{source} {metadata.get('step', '')}".strip()[:100]
