@@ -149,6 +149,8 @@ def writes_saved(
 ) -> None:
     """After a task's pending writes were saved: open what its interrupts ask (root namespace
     only), note a resume value the graph was given, and say where the run stands."""
+    for interrupt in interrupts:  # refused before anything is judged (the request rolls back)
+        _judged_amount(interrupt.get("value"))
     if checkpoint_ns != ROOT_NS:
         # A subgraph's own namespace: its interrupt reaches the root as the parent task's
         # write, and is filed there; here the subgraph's run only shows it waits.
@@ -286,8 +288,6 @@ def _interrupted(
     if newer:
         return  # a late write of a step the graph has already moved past
     found = interrupts or [{"id": f"{checkpoint_id}:{task_id}", "value": None}]
-    for interrupt in found:  # refused before anything is written (the request rolls back)
-        _judged_amount(interrupt.get("value"))
     ids = [str(i.get("id"))[:200] for i in found]
     # The same task interrupting with something else: what it asked before is moot.
     _close(
