@@ -12,11 +12,11 @@ Everything runs in the caller's transaction and tenant scope (row-level security
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
-from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from agents.runtime import extensions
@@ -24,7 +24,6 @@ from agents.runtime.definitions import Agent, register
 from agents.runtime.errors import PermanentStepError
 from agents.runtime.models import (
     AgentSession,
-    Checkpoint,
     ExternalBlob,
     ExternalCheckpoint,
     ExternalWrite,
@@ -32,6 +31,7 @@ from agents.runtime.models import (
     RunStatus,
 )
 from agents.runtime.progress import publish
+from tenants import sql
 from tenants.principal import Principal
 
 AGENT = "langgraph"
@@ -95,10 +95,55 @@ def _run(principal: Principal, thread_id: str, ns: str, *, create: bool) -> Run 
     return run
 
 
+PUT_SQL = sql.load("agents.runtime", "external_checkpoint_put")
+WRITES_SQL = sql.load("agents.runtime", "external_writes_put")
+
+
 @transaction.atomic
-def external_checkpoint_put(
-    *,
+def external_steps(*, principal: Principal, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Apply a batch of the saver's calls in order, in one transaction: checkpoints
+    (`op: "put"`, the fields of external_checkpoint_put) and a task's pending writes (`op:
+    "writes"`, the fields of external_writes_put). What a graph saves per step arrives as one
+    batch; each (thread, namespace) is looked up and locked once per batch."""
+    runs: dict[tuple[str, str], Run] = {}
+    saved: list[dict[str, Any]] = []
+    for op in ops:
+        fields = {k: v for k, v in op.items() if k != "op"}
+        place = (fields["thread_id"], fields.get("checkpoint_ns", ""))
+        if place not in runs:
+            found = _run(principal, place[0], place[1], create=True)
+            assert found is not None
+            runs[place] = found
+        if op["op"] == "put":
+            _checkpoint_put(principal, runs[place], **fields)
+            saved.append({"checkpoint_id": fields["checkpoint_id"], "run_id": str(runs[place].pk)})
+        else:
+            _writes_put(principal, runs[place], **fields)
+    return saved
+
+
+@transaction.atomic
+def external_checkpoint_put(*, principal: Principal, **fields: Any) -> ExternalCheckpoint:
+    """Save (or replace) one checkpoint of an external thread, with the channel values it
+    introduced; the same id again replaces it, as LangGraph's savers do."""
+    run = _run(principal, fields["thread_id"], fields["checkpoint_ns"], create=True)
+    assert run is not None
+    _checkpoint_put(principal, run, **fields)
+    return (
+        ExternalCheckpoint.objects.for_tenant(principal.tenant)
+        .filter(
+            thread_id=fields["thread_id"],
+            checkpoint_ns=fields["checkpoint_ns"],
+            checkpoint_id=fields["checkpoint_id"],
+        )
+        .get()
+    )
+
+
+def _checkpoint_put(
     principal: Principal,
+    run: Run,
+    *,
     thread_id: str,
     checkpoint_ns: str,
     checkpoint_id: str,
@@ -110,85 +155,47 @@ def external_checkpoint_put(
     blobs: list[dict[str, Any]],
     preview: dict[str, Any],
     step: str,
-) -> ExternalCheckpoint:
-    """Save (or replace) one checkpoint of an external thread, with the channel values it
-    introduced; the same id again replaces it, as LangGraph's savers do."""
-    run = _run(principal, thread_id, checkpoint_ns, create=True)
-    assert run is not None
-    ExternalBlob.objects.bulk_create(
-        [
-            ExternalBlob(
-                tenant=principal.tenant,
-                run=run,
-                thread_id=thread_id,
-                checkpoint_ns=checkpoint_ns,
-                channel=b["channel"],
-                version=b["version"],
-                type=b["type"],
-                blob=b["blob"],
-            )
-            for b in blobs
-        ],
-        ignore_conflicts=True,  # a version's value never changes
-    )
-    fields = {
-        "parent_checkpoint_id": parent_checkpoint_id,
+) -> None:
+    """One statement (external_checkpoint_put.sql) on the locked run: values, checkpoint, its
+    readable Checkpoint, the run's position and its step.finished event."""
+    step = step[:100]
+    event = {
+        "step": step,
+        "attempt": 1,
+        "status": RunStatus.SUCCEEDED,
+        "next_step": "",
+        "duration_ms": 0.0,
+    }
+    params = {
+        "tenant": principal.tenant.pk,
+        "run": run.pk,
+        "thread": thread_id,
+        "ns": checkpoint_ns,
+        "checkpoint": checkpoint_id,
+        "parent": parent_checkpoint_id,
         "type": type,
         "blob": blob,
-        "metadata": metadata,
-        "channel_versions": channel_versions,
+        "metadata": json.dumps(metadata),
+        "channel_versions": json.dumps(channel_versions),
+        "preview": json.dumps(preview),
+        "step": step,
+        "event": json.dumps(event),
+        "channels": [b["channel"] for b in blobs],
+        "versions": [b["version"] for b in blobs],
+        "types": [b["type"] for b in blobs],
+        "blobs": [b["blob"] for b in blobs],
     }
-    existing = (
-        ExternalCheckpoint.objects.for_tenant(principal.tenant)
-        .filter(thread_id=thread_id, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id)
-        .select_related("shown_as")
-        .first()
-    )
-    if existing is not None:
-        for name, value in fields.items():
-            setattr(existing, name, value)
-        existing.save(update_fields=list(fields))
-        Checkpoint.objects.filter(pk=existing.shown_as_id).update(state=preview, step=step)
-        return existing
-    seq = (Checkpoint.objects.filter(run=run).aggregate(last=Max("seq"))["last"] or 0) + 1
-    shown = Checkpoint.objects.create(
-        tenant=principal.tenant,
-        run=run,
-        seq=seq,
-        step=step[:100],
-        state=preview,
-        schema_version=1,
-        attempt=1,
-        status=RunStatus.SUCCEEDED,
-        started_at=timezone.now(),
-    )
-    saved = ExternalCheckpoint.objects.create(
-        tenant=principal.tenant,
-        shown_as=shown,
-        run=run,
-        thread_id=thread_id,
-        checkpoint_ns=checkpoint_ns,
-        checkpoint_id=checkpoint_id,
-        **fields,
-    )
-    Run.objects.filter(pk=run.pk).update(
-        current_step=step[:100],
-        step_seq=seq,
-        finished_at=timezone.now(),
-        version=run.version + 1,
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(PUT_SQL, params)
+        row = cursor.fetchone()
+    if row is None:
+        return  # an id saved before: replaced in place, nothing new to tell
+    run.step_seq, run.event_seq, run.version = row
+    run.current_step = step
     publish(
-        tenant_id=run.tenant_id,
-        run_id=run.pk,
-        kind="step.finished",
-        step=step[:100],
-        step_seq=seq,
-        attempt=1,
-        status=RunStatus.SUCCEEDED,
-        next_step="",
-        duration_ms=0.0,
-    )
-    return saved
+        tenant_id=run.tenant_id, run_id=run.pk, kind="step.finished", seq=row[1],
+        step_seq=row[0], **event,
+    )  # fmt: skip
 
 
 @transaction.atomic
@@ -208,28 +215,51 @@ def external_writes_put(
     An interrupt whose value names an `action` pauses the run for a person's decision."""
     run = _run(principal, thread_id, checkpoint_ns, create=True)
     assert run is not None
+    _writes_put(
+        principal, run, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
+        checkpoint_id=checkpoint_id, task_id=task_id, task_path=task_path, writes=writes,
+        interrupts=interrupts,
+    )  # fmt: skip
+
+
+def _writes_put(
+    principal: Principal,
+    run: Run,
+    *,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    task_id: str,
+    task_path: str,
+    writes: list[dict[str, Any]],
+    interrupts: list[dict[str, Any]] | None = None,
+) -> None:
     for interrupt in interrupts or []:
         _pause(run, interrupt)
+    # One row per idx: the first of a regular write, the last of a special one.
+    kept: dict[int, dict[str, Any]] = {}
     for write in writes:
-        key = {
-            "thread_id": thread_id,
-            "checkpoint_ns": checkpoint_ns,
-            "checkpoint_id": checkpoint_id,
-            "task_id": task_id,
-            "idx": write["idx"],
-        }
-        values = {
-            "channel": write["channel"],
-            "type": write["type"],
-            "blob": write["blob"],
-            "task_path": task_path,
-        }
-        rows = ExternalWrite.objects.for_tenant(principal.tenant).filter(**key)
-        if rows.exists():
-            if write["idx"] < 0:
-                rows.update(**values)
-            continue
-        ExternalWrite.objects.create(tenant=principal.tenant, run=run, **key, **values)
+        if write["idx"] < 0 or write["idx"] not in kept:
+            kept[write["idx"]] = write
+    if not kept:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            WRITES_SQL,
+            {
+                "tenant": principal.tenant.pk,
+                "run": run.pk,
+                "thread": thread_id,
+                "ns": checkpoint_ns,
+                "checkpoint": checkpoint_id,
+                "task": task_id,
+                "path": task_path,
+                "idx": list(kept),
+                "channels": [w["channel"] for w in kept.values()],
+                "types": [w["type"] for w in kept.values()],
+                "blobs": [w["blob"] for w in kept.values()],
+            },
+        )
 
 
 @transaction.atomic

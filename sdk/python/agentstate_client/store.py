@@ -38,6 +38,25 @@ class AgentStateStore(BaseStore):
         self._client = client or Client(base_url, api_key)
         self._subjects: dict[str, int] = {}
 
+    def close(self) -> None:
+        """Close the connections."""
+        self._client.close()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    def __enter__(self) -> AgentStateStore:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> AgentStateStore:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
     # --- BaseStore ------------------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
