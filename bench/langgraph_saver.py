@@ -9,7 +9,8 @@ A run is one `graph.invoke` (or `ainvoke` with --api async) of a StateGraph of `
 nodes in a chain on a fresh thread. Variants alternate in rounds (each round runs every
 variant, in a rotated order) because the machine is shared and noisy; a sample is one run's
 time / steps. The server is one uvicorn process serving the project as production does
-(DEBUG off) on the embedded PostgreSQL, with the default rate limits of the langgraph bucket.
+(DEBUG off, without loading the embedding model it would not use) on the embedded
+PostgreSQL, with the default rate limits of the langgraph bucket.
 "HTTP/step" counts the saver's requests over the timed runs.
 
 Target: AgentStateSaver at most 2x PostgresSaver per step, for durability async and sync.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 import time
 import uuid
@@ -113,6 +115,9 @@ def main() -> int:
     parser.add_argument("--api", choices=("sync", "async"), default="sync")
     args = parser.parse_args()
 
+    # The server answers no memory search here: it does not load the embedding model at
+    # start (a one-off that competes with the first seconds of timing on 2 cores).
+    os.environ["MEMORY_WARM_QUERY_MODEL"] = "0"
     common.setup_django()
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a log line per request otherwise
     server_settings = common.assert_durable()

@@ -6,11 +6,12 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from tenants import scope
-from tenants.models import ApiKey
+from tenants import rows, scope
+from tenants.models import ApiKey, Tenant
 from tenants.principal import Principal
 from tenants.services import api_key_hash, api_key_touch, parse_api_key
 
@@ -51,17 +52,35 @@ def api_key_resolve(token: str) -> ApiKey:
     tenant_hex, raw = parsed
     tenant_id = uuid.UUID(tenant_hex)
     scope.activate(tenant_id=tenant_id)
-    key = (
-        ApiKey.objects.for_tenant(tenant_id)
-        .select_related("tenant")
-        .filter(key_hash=api_key_hash(raw))
-        .first()
-    )
+    key = _key(tenant_id, api_key_hash(raw))
     if key is None or not key.is_active:
         raise KeyRefused("The API key is unknown or revoked.")
     if key.is_expired:
         raise KeyRefused("The API key has expired.")
     api_key_touch(key=key)
+    return key
+
+
+# Every API call runs this lookup: written by hand (tenants/rows.py), it costs a fraction of the
+# CPU of the same query compiled by the ORM.
+_KEY_SQL = (
+    f"SELECT {rows.columns(ApiKey, 'k')}, {rows.columns(Tenant, 't')}"
+    " FROM tenants_apikey k JOIN tenants_tenant t ON t.id = k.tenant_id"
+    " WHERE k.tenant_id = %s AND k.key_hash = %s"
+)
+
+
+def _key(tenant_id: uuid.UUID, key_hash: str) -> ApiKey | None:
+    """The key of this tenant with this hash, its tenant loaded with it (as
+    `ApiKey.objects.for_tenant(tenant_id).select_related("tenant").filter(key_hash=...)`)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_KEY_SQL, [tenant_id, key_hash])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    n = rows.width(ApiKey)
+    key = rows.instance(ApiKey, row[:n])
+    key.tenant = rows.instance(Tenant, row[n:])
     return key
 
 

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
-from django.db import connections
+from django.db import connection, connections
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -69,7 +69,10 @@ def answer(authorization: str, body: bytes) -> tuple[int, dict[str, Any], dict[s
         steps = sum(1 for op in ops if op["op"] == "put") or 1
         with transaction_scope():
             try:
-                key = api_key_resolve(token.strip())
+                # Pipelined: the tenant setting and the key's lookup in one round trip.
+                connection.ensure_connection()
+                with connection.connection.pipeline():
+                    key = api_key_resolve(token.strip())
             except KeyRefused as exc:
                 raise Refused(401, "unauthenticated", str(exc)) from None
             principal = Principal.for_api_key(key, key.tenant)
