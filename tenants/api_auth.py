@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import connection
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -73,9 +74,17 @@ _KEY_SQL = (
 def _key(tenant_id: uuid.UUID, key_hash: str) -> ApiKey | None:
     """The key of this tenant with this hash, its tenant loaded with it (as
     `ApiKey.objects.for_tenant(tenant_id).select_related("tenant").filter(key_hash=...)`)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_KEY_SQL, [tenant_id, key_hash])
-        row = cursor.fetchone()
+    if settings.AGENTSTATE_PREPARED_STATEMENTS:
+        # Prepared (planned once per connection), as the engine's statements are.
+        connection.ensure_connection()
+        with connection.wrap_database_errors:
+            cursor = psycopg.Cursor(connection.connection)
+            cursor.execute(_KEY_SQL, [tenant_id, key_hash], prepare=True)
+            row = cursor.fetchone()
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(_KEY_SQL, [tenant_id, key_hash])
+            row = cursor.fetchone()
     if row is None:
         return None
     n = rows.width(ApiKey)

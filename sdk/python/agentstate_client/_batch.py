@@ -4,9 +4,10 @@ A graph's step makes two calls: `put_writes` (a task's writes, for the checkpoin
 from) and then `put` (the next checkpoint). Each call still returns only once the server has
 committed it; what changes is that calls made close together travel together: a sender
 takes every call queued so far and sends them, in order, as one `POST langgraph/steps`,
-applied in one transaction. Writes alone wait a moment (`linger`) for the checkpoint that
-usually follows within a millisecond; when none comes (an interrupt, an error, a task whose
-siblings still run) they go alone once it has passed. A checkpoint never waits.
+applied in one transaction. Writes alone wait a moment (`linger`, counted from when they
+were queued or the last request came back, whichever is later: a checkpoint waits for the one
+before it) for the checkpoint that usually follows; when none comes (an interrupt, an error,
+a task whose siblings still run) they go alone once it has passed. A checkpoint never waits.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class Sender:
         self._queue: list[_Item] = []
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._back = 0.0  # when the last request came back
 
     def call(self, op: dict[str, Any], size: int) -> None:
         """Queue `op` and wait until the server has committed it (or raise its error)."""
@@ -89,7 +91,7 @@ class Sender:
                     self._cond.wait()
                 if not self._queue:
                     return
-                deadline = self._queue[0].at + self._linger
+                deadline = max(self._queue[0].at, self._back) + self._linger
                 while not _has_put(self._queue) and not self._closed:
                     left = deadline - time.monotonic()
                     if left <= 0:
@@ -104,6 +106,8 @@ class Sender:
             else:
                 for item in batch:
                     item.done.set_result(None)
+            finally:
+                self._back = time.monotonic()
 
 
 class AsyncSender:
@@ -118,6 +122,7 @@ class AsyncSender:
         self._queue: list[_Item] = []
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
+        self._back = 0.0
 
     async def call(self, op: dict[str, Any], size: int) -> None:
         loop = asyncio.get_running_loop()
@@ -140,7 +145,7 @@ class AsyncSender:
     async def _run(self) -> None:
         assert self._wake is not None
         while self._queue:
-            deadline = self._queue[0].at + self._linger
+            deadline = max(self._queue[0].at, self._back) + self._linger
             while not _has_put(self._queue):
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -163,3 +168,5 @@ class AsyncSender:
                 for item in batch:
                     if not item.done.done():
                         item.done.set_result(None)
+            finally:
+                self._back = time.monotonic()

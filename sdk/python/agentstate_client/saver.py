@@ -59,7 +59,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         api_key: str,
         *,
         client: Client | None = None,
-        linger: float = 0.005,
+        linger: float = 0.01,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
