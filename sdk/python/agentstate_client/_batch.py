@@ -49,65 +49,62 @@ def _has_put(queue: list[_Item]) -> bool:
 
 
 class Sender:
-    """The sync side: one sender thread per saver, started on first use."""
+    """The sync side, without a thread of its own: a caller whose call is queued and who finds
+    nobody sending sends the queue itself (a checkpoint at once, writes after the linger),
+    and the others wait for their answer. The checkpoint that a graph waits for is usually
+    sent by the very thread that waits for it: no hand-over on the step's path."""
 
     def __init__(self, send: Callable[[list[dict[str, Any]]], Any], linger: float) -> None:
         self._send = send
         self._linger = linger
         self._cond = threading.Condition()
         self._queue: list[_Item] = []
-        self._thread: threading.Thread | None = None
+        self._sending = False
         self._closed = False
         self._back = 0.0  # when the last request came back
 
     def call(self, op: dict[str, Any], size: int) -> None:
-        """Queue `op` and wait until the server has committed it (or raise its error)."""
-        done: Future = Future()
+        """Queue `op` and return once the server has committed it (or raise its error)."""
+        item = _Item(op, size, Future())
         with self._cond:
             if self._closed:
                 raise RuntimeError("the saver is closed")
-            self._queue.append(_Item(op, size, done))
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._run, name="agentstate-saver", daemon=True
-                )
-                self._thread.start()
-            self._cond.notify()
-        done.result()
+            self._queue.append(item)
+            self._cond.notify_all()
+            while not item.done.done():
+                if self._sending or item not in self._queue:
+                    self._cond.wait()
+                    continue
+                left = max(self._queue[0].at, self._back) + self._linger - time.monotonic()
+                if not _has_put(self._queue) and left > 0:
+                    self._cond.wait(left)
+                    continue
+                self._send_queued()
+        item.done.result()
+
+    def _send_queued(self) -> None:
+        # Called holding the lock; sends without it.
+        batch = _take(self._queue)
+        self._sending = True
+        self._cond.release()
+        try:
+            self._send([item.op for item in batch])
+        except BaseException as exc:  # noqa: BLE001 - each waiting call gets it
+            for item in batch:
+                item.done.set_exception(exc)
+        else:
+            for item in batch:
+                item.done.set_result(None)
+        finally:
+            self._cond.acquire()
+            self._sending = False
+            self._back = time.monotonic()
+            self._cond.notify_all()
 
     def close(self) -> None:
-        """Send what is queued, then stop the sender thread."""
+        """Refuse new calls (those queued are sent by their callers)."""
         with self._cond:
             self._closed = True
-            self._cond.notify()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._closed:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                deadline = max(self._queue[0].at, self._back) + self._linger
-                while not _has_put(self._queue) and not self._closed:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._cond.wait(left)
-                batch = _take(self._queue)
-            try:
-                self._send([item.op for item in batch])
-            except BaseException as exc:  # noqa: BLE001 - each waiting call gets it
-                for item in batch:
-                    item.done.set_exception(exc)
-            else:
-                for item in batch:
-                    item.done.set_result(None)
-            finally:
-                self._back = time.monotonic()
 
 
 class AsyncSender:
