@@ -43,29 +43,28 @@ SAVERS = {
 
 
 class Variant:
-    def __init__(self, saver_kind: str, durability: str, saver: Any, steps: int, api: str) -> None:
+    def __init__(
+        self,
+        saver_kind: str,
+        durability: str,
+        saver: Any,
+        steps: int,
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> None:
         from bench._peers import _chain_graph
 
         self.saver_kind = saver_kind
         self.durability = durability
         self.saver = saver
         self.steps = steps
-        self.api = api
         self.graph = _chain_graph(steps, saver)
-        self.requests = 0
-        http = getattr(getattr(saver, "_client", None), "_http", None)
-        if http is not None:
-            http.event_hooks["request"].append(self._count)
-        ahttp = getattr(getattr(saver, "_client", None), "_ahttp", None)
-        if ahttp is not None:
-            ahttp.event_hooks["request"].append(self._acount)
-        self.loop = asyncio.new_event_loop() if api == "async" else None
+        self.loop = loop  # --api async: every variant's ainvoke on one loop
 
-    def _count(self, request: Any) -> None:
-        self.requests += 1
-
-    async def _acount(self, request: Any) -> None:
-        self.requests += 1
+    @property
+    def requests(self) -> int:
+        """HTTP requests its saver has sent so far (AgentStateSaver only)."""
+        client = getattr(self.saver, "_client", None)
+        return client.requests_sent if client is not None else 0
 
     @property
     def label(self) -> str:
@@ -83,9 +82,12 @@ class Variant:
             raise RuntimeError(f"{self.label} returned {out}")
 
 
-def _postgres_saver() -> tuple[Any, Any]:
+def _postgres_saver(loop: asyncio.AbstractEventLoop | None) -> tuple[Any, Any]:
+    """PostgresSaver on its own connection as its docs ask (autocommit, prepare_threshold=0,
+    dict rows); AsyncPostgresSaver on an async connection for --api async."""
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from psycopg.rows import dict_row
 
     from bench._peers import BENCH_DB
@@ -93,17 +95,34 @@ def _postgres_saver() -> tuple[Any, Any]:
     common.ensure_database(BENCH_DB)
     with common.super_connect(BENCH_DB) as admin:
         admin.execute("CREATE SCHEMA IF NOT EXISTS langgraph")
-    conn = psycopg.connect(
-        common.super_url(BENCH_DB),
-        autocommit=True,
-        prepare_threshold=0,
-        row_factory=dict_row,
-        options="-c search_path=langgraph",
-    )
+    options = {
+        "autocommit": True,
+        "prepare_threshold": 0,
+        "row_factory": dict_row,
+        "options": "-c search_path=langgraph",
+    }
+    conn = psycopg.connect(common.super_url(BENCH_DB), **options)
     saver = PostgresSaver(conn)
     saver.setup()
     conn.execute("TRUNCATE checkpoints, checkpoint_blobs, checkpoint_writes")
-    return saver, conn
+    if loop is None:
+        return saver, conn
+    conn.close()
+
+    async def connect() -> tuple[Any, Any]:
+        aconn = await psycopg.AsyncConnection.connect(common.super_url(BENCH_DB), **options)
+        return AsyncPostgresSaver(aconn), aconn  # it wants to be made on its loop
+
+    asaver, aconn = loop.run_until_complete(connect())
+    return asaver, _Closer(loop, aconn)
+
+
+class _Closer:
+    def __init__(self, loop: asyncio.AbstractEventLoop, aconn: Any) -> None:
+        self.loop, self.aconn = loop, aconn
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.aconn.close())
 
 
 def main() -> int:
@@ -129,7 +148,8 @@ def main() -> int:
     durabilities = args.durability.split(",")
     tenant = common.bench_tenant("lgsaver")
     key = common.api_key_for(tenant)
-    pg_saver, pg_conn = _postgres_saver()
+    loop = asyncio.new_event_loop() if args.api == "async" else None
+    pg_saver, pg_conn = _postgres_saver(loop)
     samples: dict[tuple[str, str], list[float]] = {}
     variants: dict[tuple[str, str], Variant] = {}
     started = time.perf_counter()
@@ -139,11 +159,9 @@ def main() -> int:
             # A saver (and its connections) per variant, so its requests are its own.
             ours.append(AgentStateSaver(url, api_key=key))
             for kind, saver in (("agentstate", ours[-1]), ("postgres", pg_saver)):
-                variants[(kind, durability)] = Variant(
-                    kind, durability, saver, args.steps, args.api
-                )
+                variants[(kind, durability)] = Variant(kind, durability, saver, args.steps, loop)
             variants[("memory", durability)] = Variant(
-                "memory", durability, InMemorySaver(), args.steps, args.api
+                "memory", durability, InMemorySaver(), args.steps, loop
             )
         http_counts: dict[tuple[str, str], int] = {k: 0 for k in variants}
         try:
@@ -165,7 +183,10 @@ def main() -> int:
                         http_counts[name] += variant.requests - before
         finally:
             for saver in ours:
-                _close(saver)
+                if loop is not None:
+                    loop.run_until_complete(saver.aclose())
+                else:
+                    saver.close()
             pg_conn.close()
             cleanup = common.cleanup_tenant(tenant)
     elapsed = time.perf_counter() - started
@@ -217,14 +238,6 @@ def main() -> int:
         }
     )
     return 0 if all(met.values()) else 1
-
-
-def _close(saver: Any) -> None:
-    close = getattr(saver, "close", None)
-    if close is not None:
-        close()
-    else:
-        saver._client.close()
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ class Client:
         self._async_transport = async_transport
         self.retries = retries
         self.retry_budget = retry_budget
+        self.requests_sent = 0  # every attempt, retries included
         self._http = httpx.Client(
             base_url=self._base, headers=self._headers, timeout=timeout, transport=transport
         )
@@ -105,6 +106,7 @@ class Client:
         headers = _headers(write, kwargs)
         started, attempt = time.monotonic(), 0
         while True:
+            self.requests_sent += 1
             try:
                 response = self._http.request(method, path, headers=headers, **kwargs)
             except httpx.TransportError as exc:
@@ -145,6 +147,7 @@ class Client:
         headers = _headers(write, kwargs)
         started, attempt = time.monotonic(), 0
         while True:
+            self.requests_sent += 1
             try:
                 response = await self._async_http().request(method, path, headers=headers, **kwargs)
             except httpx.TransportError as exc:
