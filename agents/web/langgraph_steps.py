@@ -71,7 +71,7 @@ def answer(authorization: str, body: bytes) -> tuple[int, dict[str, Any], dict[s
             try:
                 # Pipelined: the tenant setting and the key's lookup in one round trip.
                 connection.ensure_connection()
-                with connection.connection.pipeline():
+                with connection.wrap_database_errors, connection.connection.pipeline():
                     key = api_key_resolve(token.strip())
             except KeyRefused as exc:
                 raise Refused(401, "unauthenticated", str(exc)) from None
