@@ -125,7 +125,12 @@ def test_steps_count_in_the_tenants_langgraph_bucket_across_its_keys(tenant_a, s
     assert "per minute" in refused.json()["message"]
 
 
-def test_a_batch_saves_writes_and_the_checkpoint_after_them_in_one_request(tenant_a):
+@pytest.mark.parametrize("prepared", [True, False])
+def test_a_batch_saves_writes_and_the_checkpoint_after_them_in_one_request(
+    tenant_a, settings, prepared
+):
+    # Prepared and pipelined, or (behind a pooler without prepared statements) as one text.
+    settings.AGENTSTATE_PREPARED_STATEMENTS = prepared
     key = factories.make_api_key(tenant_a, ["read", "write"]).raw
     first = post_steps(api(key), [put_op("batch", "1")])
     write = {
