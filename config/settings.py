@@ -242,6 +242,15 @@ AXES_CLIENT_IP_CALLABLE = "tenants.client_ip.client_ip"
 # Counted in Redis; if Redis is down the API stays open (tenants/throttling.py).
 API_RATE_LIMIT_READ = env_str("API_RATE_LIMIT_READ", "600/min")
 API_RATE_LIMIT_WRITE = env_str("API_RATE_LIMIT_WRITE", "60/min")
+# LangGraph checkpoints through AgentStateSaver (POST /api/v1/langgraph/steps and the other
+# /api/v1/langgraph/ calls), counted in steps per tenant: each checkpoint or read counts one.
+# 12000/min lets a tenant's graphs take 200 steps/s together; the saver waits out a 429.
+API_RATE_LIMIT_LANGGRAPH = env_str("API_RATE_LIMIT_LANGGRAPH", "12000/min")
+# The largest body of POST /api/v1/langgraph/steps (a checkpoint with its channel values,
+# base64 in JSON): beyond it 413 `payload_too_large` naming the limit.
+LANGGRAPH_MAX_REQUEST_BYTES = env_int("LANGGRAPH_MAX_REQUEST_BYTES", 32 * 1_048_576, minimum=1024)
+# Threads per web process serving that path, each keeping one database connection of the pool.
+LANGGRAPH_STEP_THREADS = env_int("LANGGRAPH_STEP_THREADS", 2, minimum=1)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "tenants.api_auth.ApiKeyAuthentication",

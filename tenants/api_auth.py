@@ -5,12 +5,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import psycopg
 from django.conf import settings
+from django.db import connection
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from tenants import scope
-from tenants.models import ApiKey
+from tenants import rows, scope
+from tenants.models import ApiKey, Tenant
 from tenants.personal_tokens import is_personal
 from tenants.principal import Principal
 from tenants.services import api_key_hash, api_key_touch, parse_api_key
@@ -61,12 +63,7 @@ def api_key_resolve(token: str) -> ApiKey:
     tenant_hex, raw = parsed
     tenant_id = uuid.UUID(tenant_hex)
     scope.activate(tenant_id=tenant_id)
-    key = (
-        ApiKey.objects.for_tenant(tenant_id)
-        .select_related("tenant")
-        .filter(key_hash=api_key_hash(raw))
-        .first()
-    )
+    key = _key(tenant_id, api_key_hash(raw))
     if key is not None and key.user_id is not None:  # a person's token, whatever its prefix
         raise KeyRefused(PERSONAL_ELSEWHERE)
     if key is None or not key.is_active:
@@ -74,6 +71,37 @@ def api_key_resolve(token: str) -> ApiKey:
     if key.is_expired:
         raise KeyRefused("The API key has expired.")
     api_key_touch(key=key)
+    return key
+
+
+# Every API call runs this lookup: written by hand (tenants/rows.py), it costs a fraction of the
+# CPU of the same query compiled by the ORM.
+_KEY_SQL = (
+    f"SELECT {rows.columns(ApiKey, 'k')}, {rows.columns(Tenant, 't')}"
+    " FROM tenants_apikey k JOIN tenants_tenant t ON t.id = k.tenant_id"
+    " WHERE k.tenant_id = %s AND k.key_hash = %s"
+)
+
+
+def _key(tenant_id: uuid.UUID, key_hash: str) -> ApiKey | None:
+    """The key of this tenant with this hash, its tenant loaded with it (as
+    `ApiKey.objects.for_tenant(tenant_id).select_related("tenant").filter(key_hash=...)`)."""
+    if settings.AGENTSTATE_PREPARED_STATEMENTS:
+        # Prepared (planned once per connection), as the engine's statements are.
+        connection.ensure_connection()
+        with connection.wrap_database_errors:
+            cursor = psycopg.Cursor(connection.connection)
+            cursor.execute(_KEY_SQL, [tenant_id, key_hash], prepare=True)
+            row = cursor.fetchone()
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(_KEY_SQL, [tenant_id, key_hash])
+            row = cursor.fetchone()
+    if row is None:
+        return None
+    n = rows.width(ApiKey)
+    key = rows.instance(ApiKey, row[:n])
+    key.tenant = rows.instance(Tenant, row[n:])
     return key
 
 

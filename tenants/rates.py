@@ -13,9 +13,14 @@ from django.core.exceptions import ValidationError
 
 READ = "read"
 WRITE = "write"
+LANGGRAPH = "langgraph"
 # "read": every API call a view does not put elsewhere (reads, and light writes such as
-# cancelling, deciding or revoking); "write": calls that cost model money or fill storage.
-BUCKETS = (READ, WRITE)
+# cancelling, deciding or revoking); "write": calls that cost model money or fill storage;
+# "langgraph": the checkpoints of LangGraph graphs (AgentStateSaver), counted in steps per
+# tenant, not in requests per key: a request that saves five checkpoints counts five.
+BUCKETS = (READ, WRITE, LANGGRAPH)
+# Buckets counted for the whole tenant rather than per API key or person.
+PER_TENANT = frozenset({LANGGRAPH})
 OFF = "off"
 
 _UNITS = {

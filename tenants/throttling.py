@@ -25,7 +25,7 @@ from rest_framework import exceptions
 from rest_framework.throttling import BaseThrottle
 
 from tenants import redis_client
-from tenants.rates import BUCKETS, READ, WRITE, Rate, parse_rate
+from tenants.rates import BUCKETS, LANGGRAPH, PER_TENANT, READ, WRITE, Rate, parse_rate
 
 if TYPE_CHECKING:
     # Only types: DRF imports throttles while rest_framework.views loads, maybe before models.
@@ -34,7 +34,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SETTINGS = {READ: "API_RATE_LIMIT_READ", WRITE: "API_RATE_LIMIT_WRITE"}
+SETTINGS = {
+    READ: "API_RATE_LIMIT_READ",
+    WRITE: "API_RATE_LIMIT_WRITE",
+    LANGGRAPH: "API_RATE_LIMIT_LANGGRAPH",
+}
 # Rates of other doors, checked at startup like the API's.
 OTHER_SETTINGS = ("PASSWORD_RESET_RATE_LIMIT", "PASSWORD_RESET_ADDRESS_RATE_LIMIT")
 _PAUSE_SECONDS = 5.0
@@ -95,15 +99,15 @@ def rate_for(tenant: Tenant, bucket: str) -> Rate | None:
     return _parsed(getattr(settings, SETTINGS[bucket]))
 
 
-def _count(key: str, window: int) -> int | None:
-    """This request's number in its window, or None when Redis cannot say."""
+def _count(key: str, window: int, amount: int = 1) -> int | None:
+    """The count in its window after adding `amount`, or None when Redis cannot say."""
     url = settings.REDIS_URL
     now = time.monotonic()
     if now < _paused_until.get(url, 0.0):
         return None
     try:
         pipe = redis_client.client().pipeline(transaction=True)
-        pipe.incr(key)
+        pipe.incr(key, amount)
         pipe.expire(key, window + 1)
         count, _ = pipe.execute()
         return int(count)
@@ -135,15 +139,19 @@ class ApiRateThrottle(BaseThrottle):
         return None
 
 
-def count_call(principal: Principal, bucket: str) -> None:
-    """Count one call of this key (or person) in the bucket; RateLimited past the rate.
+def count_call(principal: Principal, bucket: str, amount: int = 1) -> None:
+    """Count one call of this key (or person) in the bucket, as `amount` units (the steps of
+    a batch of checkpoints); RateLimited past the rate. A per-tenant bucket counts every key
+    and person of the tenant together.
 
     The REST API counts through ApiRateThrottle, the MCP server (memory/mcp/) per tool call.
     """
     rate = rate_for(principal.tenant, bucket)
-    if rate is None:
+    if rate is None or amount < 1:
         return
-    if principal.api_key is not None:  # an integration's key, or a person's MCP token
+    if bucket in PER_TENANT:
+        who, subject = "tenant", "t"
+    elif principal.api_key is not None:  # an integration's key, or a person's MCP token
         who = "token" if principal.personal_token else "API key"
         subject = f"k:{principal.api_key.pk}"
     else:
@@ -151,7 +159,7 @@ def count_call(principal: Principal, bucket: str) -> None:
     now = time.time()
     window = int(now // rate.window)
     key = f"ratelimit:{principal.tenant.pk}:{bucket}:{subject}:{rate.window}:{window}"
-    count = _count(key, rate.window)
+    count = _count(key, rate.window, amount)
     if count is None or count <= rate.limit:
         return
     raise RateLimited(bucket=bucket, rate=rate, who=who, wait=rate.window - now % rate.window)

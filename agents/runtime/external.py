@@ -12,10 +12,13 @@ Everything runs in the caller's transaction and tenant scope (row-level security
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
-from django.db import IntegrityError, transaction
-from django.db.models import Max
+import psycopg
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.utils import timezone
 
 from agents.runtime import graph_runs
@@ -27,7 +30,6 @@ from agents.runtime.errors import (
 )
 from agents.runtime.models import (
     AgentSession,
-    Checkpoint,
     ExternalBlob,
     ExternalCheckpoint,
     ExternalWrite,
@@ -35,6 +37,7 @@ from agents.runtime.models import (
     RunStatus,
 )
 from agents.runtime.progress import publish
+from tenants import rows, sql
 from tenants.models import Scope
 from tenants.principal import Principal
 
@@ -84,10 +87,7 @@ def _session(principal: Principal, thread_id: str, *, create: bool) -> AgentSess
     )
     found = sessions.select_for_update().first()
     if found is not None:
-        if found.driver and found.driver != me:
-            raise ThreadDrivenElsewhere()
-        if not found.driver:  # kept before threads had drivers: its next writer adopts it
-            AgentSession.objects.filter(pk=found.pk).update(driver=me)
+        _check_driver(principal, found)
         return found
     if not create:
         return None
@@ -100,8 +100,40 @@ def _session(principal: Principal, thread_id: str, *, create: bool) -> AgentSess
         return _session(principal, thread_id, create=False)
 
 
+def _check_driver(principal: Principal, session: AgentSession) -> None:
+    """Only the thread's driver writes it; a thread kept before threads had drivers is
+    adopted by its next writer."""
+    me = driver_of(principal)
+    if session.driver and session.driver != me:
+        raise ThreadDrivenElsewhere()
+    if not session.driver:
+        AgentSession.objects.filter(pk=session.pk).update(driver=me)
+        session.driver = me
+
+
+FIND_RUN_SQL = (
+    f"SELECT {rows.columns(Run, 'r')}, {rows.columns(AgentSession, 's')}"
+    " FROM agents_run r JOIN agents_agentsession s ON s.id = r.session_id"
+    " WHERE s.tenant_id = %(tenant)s AND s.agent = 'langgraph' AND s.title = %(thread)s"
+    " AND r.tenant_id = s.tenant_id AND r.input -> 'checkpoint_ns' = to_jsonb(%(ns)s::text)"
+    " ORDER BY r.id LIMIT 1 FOR UPDATE OF r, s"
+)
+
+
 def _run(principal: Principal, thread_id: str, ns: str, *, create: bool) -> Run | None:
-    """The run of (thread, namespace), locked; made on the first write when `create`."""
+    """The run of (thread, namespace), locked with its session; made on the first write when
+    `create`."""
+    # Every step after a thread's first: the run and its session found and locked in one
+    # statement written by hand (a round trip fewer than through _session, and no query to
+    # compile: what the ORM would do with .select_related("session").select_for_update()).
+    params = {"tenant": principal.tenant.pk, "thread": thread_id, "ns": ns}
+    check_writer(principal)
+    row = _send_all([(FIND_RUN_SQL, params)], wanted={0})[0]
+    if row is not None:
+        found = rows.instance(Run, row[: rows.width(Run)])
+        found.session = rows.instance(AgentSession, row[rows.width(Run) :])
+        _check_driver(principal, found.session)
+        return found
     session = _session(principal, thread_id, create=create)
     if session is None:
         return None
@@ -124,10 +156,136 @@ def _run(principal: Principal, thread_id: str, ns: str, *, create: bool) -> Run 
     return run
 
 
+PUT_SQL = sql.load("agents.runtime", "external_checkpoint_put")
+WRITES_SQL = sql.load("agents.runtime", "external_writes_put")
+
+
+# Nested in the caller's transaction without a savepoint (two round trips fewer per step):
+# a failure rolls back the caller's whole transaction, which is what the door wants.
+@transaction.atomic(savepoint=False)
+def external_steps(*, principal: Principal, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Apply a batch of the saver's calls in order, in one transaction: checkpoints
+    (`op: "put"`, the fields of external_checkpoint_put) and a task's pending writes (`op:
+    "writes"`, the fields of external_writes_put). What a graph saves per step arrives as one
+    batch; each (thread, namespace) is looked up and locked once per batch, and the batch's
+    statements travel to the database together (one round trip)."""
+    check_writer(principal)
+    runs: dict[tuple[str, str], Run] = {}
+    steps: list[tuple[Run, dict[str, Any]]] = []
+    for op in ops:
+        place = (op["thread_id"], op.get("checkpoint_ns", ""))
+        if place not in runs:
+            found = _run(principal, place[0], place[1], create=True)
+            assert found is not None
+            runs[place] = found
+        steps.append((runs[place], op))
+    if any(_judged(op) for _, op in steps):
+        # An interrupt, a resume value or an error moves the run (graph_runs, in Python):
+        # one by one, in order.
+        for run, op in steps:
+            fields = {k: v for k, v in op.items() if k != "op"}
+            if op["op"] == "put":
+                _checkpoint_put(principal, run, **fields)
+            else:
+                _writes_put(principal, run, **fields)
+    else:
+        _together(principal, steps)
+    return [
+        {"checkpoint_id": op["checkpoint_id"], "run_id": str(run.pk)}
+        for run, op in steps
+        if op["op"] == "put"
+    ]
+
+
+def _judged(op: dict[str, Any]) -> bool:
+    """Whether graph_runs must see this op as it is applied: writes that interrupt, resume
+    or fail the graph (plain writes change nothing of the run)."""
+    if op["op"] != "writes":
+        return False
+    special = {graph_runs.INTERRUPT, graph_runs.RESUME, graph_runs.ERROR}
+    return bool(op.get("interrupts")) or any(w["channel"] in special for w in op["writes"])
+
+
+def _together(principal: Principal, steps: list[tuple[Run, dict[str, Any]]]) -> None:
+    """The batch's statements sent together (one round trip); each checkpoint's row read back
+    in order."""
+    statements: list[tuple[str, dict[str, Any]]] = []
+    puts: list[tuple[Run, dict[str, Any], int]] = []  # run, params, index of the statement
+    for run, op in steps:
+        fields = {k: v for k, v in op.items() if k != "op"}
+        if op["op"] == "put":
+            given = _put_params(principal, run, **fields)
+            puts.append((run, given, len(statements)))
+            statements.append((PUT_SQL, given))
+        elif (found := _writes_params(principal, run, **fields)) is not None:
+            statements.append((WRITES_SQL, found))
+    rows = _send_all(statements, wanted={index for _, _, index in puts})
+    for run, given, index in puts:
+        _after_put(run, given, rows[index])
+
+
+def _send_all(
+    statements: list[tuple[str, dict[str, Any]]], *, wanted: set[int]
+) -> dict[int, tuple | None]:
+    """With AGENTSTATE_PREPARED_STATEMENTS (as the engine's persist, engine/store.py): each
+    statement prepared (parsed and planned once per connection) and all of them pipelined.
+    Without: their text in one simple-protocol execute. Either way one round trip; the first
+    row of each statement in `wanted`."""
+    if not statements:
+        return {}
+    found: dict[int, tuple | None] = {}
+    if not settings.AGENTSTATE_PREPARED_STATEMENTS:
+        texts, params = [], {}
+        for i, (text, given) in enumerate(statements):
+            texts.append(re.sub(r"%\((\w+)\)s", rf"%(\1_{i})s", text.strip().rstrip(";")))
+            params.update({f"{k}_{i}": v for k, v in given.items()})
+        with connection.cursor() as cursor:
+            cursor.execute(";\n".join(texts), params)
+            for i in range(len(texts)):
+                if i in wanted:
+                    found[i] = cursor.fetchone()
+                if i < len(texts) - 1:
+                    cursor.nextset()
+        return found
+    db = connections[DEFAULT_DB_ALIAS]
+    db.ensure_connection()
+    db.validate_no_broken_transaction()
+    with db.wrap_database_errors:
+        pgconn = db.connection
+        with pgconn.pipeline():
+            cursors = []
+            for text, given in statements:
+                cursor = psycopg.Cursor(pgconn)
+                cursor.execute(text, given, prepare=True)
+                cursors.append(cursor)
+            for i, cursor in enumerate(cursors):
+                if i in wanted:
+                    found[i] = cursor.fetchone()
+    return found
+
+
 @transaction.atomic
-def external_checkpoint_put(
-    *,
+def external_checkpoint_put(*, principal: Principal, **fields: Any) -> ExternalCheckpoint:
+    """Save (or replace) one checkpoint of an external thread, with the channel values it
+    introduced; the same id again replaces it, as LangGraph's savers do."""
+    run = _run(principal, fields["thread_id"], fields["checkpoint_ns"], create=True)
+    assert run is not None
+    _checkpoint_put(principal, run, **fields)
+    return (
+        ExternalCheckpoint.objects.for_tenant(principal.tenant)
+        .filter(
+            thread_id=fields["thread_id"],
+            checkpoint_ns=fields["checkpoint_ns"],
+            checkpoint_id=fields["checkpoint_id"],
+        )
+        .get()
+    )
+
+
+def _checkpoint_put(
     principal: Principal,
+    run: Run,
+    *,
     thread_id: str,
     checkpoint_ns: str,
     checkpoint_id: str,
@@ -140,104 +298,97 @@ def external_checkpoint_put(
     preview: dict[str, Any],
     step: str,
     next: list[str] | None = None,
-) -> ExternalCheckpoint:
-    """Save (or replace) one checkpoint of an external thread, with the channel values it
-    introduced; the same id again replaces it, as LangGraph's savers do."""
-    run = _run(principal, thread_id, checkpoint_ns, create=True)
-    assert run is not None
-    ExternalBlob.objects.bulk_create(
-        [
-            ExternalBlob(
-                tenant=principal.tenant,
-                run=run,
-                thread_id=thread_id,
-                checkpoint_ns=checkpoint_ns,
-                channel=b["channel"],
-                version=b["version"],
-                type=b["type"],
-                blob=b["blob"],
-            )
-            for b in blobs
-        ],
-        ignore_conflicts=True,  # a version's value never changes
-    )
-    fields = {
-        "parent_checkpoint_id": parent_checkpoint_id,
+) -> None:
+    """One statement (external_checkpoint_put.sql) on the locked run: values, checkpoint, its
+    readable Checkpoint, the run's position and its step.finished event."""
+    params = _put_params(
+        principal, run, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
+        checkpoint_id=checkpoint_id, parent_checkpoint_id=parent_checkpoint_id, type=type,
+        blob=blob, metadata=metadata, channel_versions=channel_versions, blobs=blobs,
+        preview=preview, step=step, next=next,
+    )  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(PUT_SQL, params)
+        row = cursor.fetchone()
+    _after_put(run, params, row)
+
+
+def _step_event(step: str) -> dict[str, Any]:
+    return {
+        "step": step,
+        "attempt": 1,
+        "status": RunStatus.SUCCEEDED,
+        "next_step": "",
+        "duration_ms": None,  # its node ran elsewhere: not timed here
+    }
+
+
+def _put_params(
+    principal: Principal,
+    run: Run,
+    *,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    parent_checkpoint_id: str,
+    type: str,
+    blob: bytes,
+    metadata: dict[str, Any],
+    channel_versions: dict[str, Any],
+    blobs: list[dict[str, Any]],
+    preview: dict[str, Any],
+    step: str,
+    next: list[str] | None = None,
+) -> dict[str, Any]:
+    step = step[:100]
+    return {
+        "next": next,
+        "source": str(metadata.get("source", "")),
+        "tenant": principal.tenant.pk,
+        "run": run.pk,
+        "thread": thread_id,
+        "ns": checkpoint_ns,
+        "checkpoint": checkpoint_id,
+        "parent": parent_checkpoint_id,
         "type": type,
         "blob": blob,
-        "metadata": metadata,
-        "channel_versions": channel_versions,
+        "metadata": json.dumps(metadata),
+        "channel_versions": json.dumps(channel_versions),
+        "preview": json.dumps(preview),
+        "step": step,
+        "event": json.dumps(_step_event(step)),
+        "channels": [b["channel"] for b in blobs],
+        "versions": [b["version"] for b in blobs],
+        "types": [b["type"] for b in blobs],
+        "blobs": [b["blob"] for b in blobs],
     }
-    existing = (
-        ExternalCheckpoint.objects.for_tenant(principal.tenant)
-        .filter(thread_id=thread_id, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id)
-        .select_related("shown_as")
-        .first()
-    )
-    if existing is not None:
-        for name, value in fields.items():
-            setattr(existing, name, value)
-        existing.save(update_fields=list(fields))
-        Checkpoint.objects.filter(pk=existing.shown_as_id).update(state=preview, step=step)
-        # graph_runs hook: the run's status follows the graph.
-        graph_runs.checkpoint_saved(
-            run=run,
-            checkpoint_ns=checkpoint_ns,
-            checkpoint_id=checkpoint_id,
-            shown_id=existing.shown_as_id,
-            next_nodes=next,
-            source=str(metadata.get("source", "")),
-            replaced=True,
-        )
-        return existing
-    seq = (Checkpoint.objects.filter(run=run).aggregate(last=Max("seq"))["last"] or 0) + 1
-    shown = Checkpoint.objects.create(
-        tenant=principal.tenant,
-        run=run,
-        seq=seq,
-        step=step[:100],
-        state=preview,
-        schema_version=1,
-        attempt=1,
-        status=RunStatus.SUCCEEDED,
-        started_at=timezone.now(),
-    )
-    saved = ExternalCheckpoint.objects.create(
-        tenant=principal.tenant,
-        shown_as=shown,
-        run=run,
-        thread_id=thread_id,
-        checkpoint_ns=checkpoint_ns,
-        checkpoint_id=checkpoint_id,
-        **fields,
-    )
-    Run.objects.filter(pk=run.pk).update(
-        current_step=step[:100],
-        step_seq=seq,
-        finished_at=timezone.now(),
-        version=run.version + 1,
-    )
-    publish(
-        tenant_id=run.tenant_id,
-        run_id=run.pk,
-        kind="step.finished",
-        step=step[:100],
-        step_seq=seq,
-        attempt=1,
-        status=RunStatus.SUCCEEDED,
-        next_step="",
-        duration_ms=None,  # its node ran elsewhere: not timed here
-    )
+
+
+def _after_put(run: Run, params: dict[str, Any], row: tuple | None) -> None:
+    """What a saved checkpoint changes beyond its statement: the run as this process knows
+    it, its step.finished event (sent after commit) for a new checkpoint, and where the run
+    stands now (graph_runs: its status follows the graph)."""
+    if row is None:
+        return
+    step_seq, event_seq, version, shown_id = row
+    replaced = step_seq is None  # an id saved before, replaced in place: no new step
+    if not replaced:
+        run.step_seq, run.event_seq, run.version = step_seq, event_seq, version
+        run.current_step = params["step"]
+        publish(
+            tenant_id=run.tenant_id, run_id=run.pk, kind="step.finished", seq=event_seq,
+            step_seq=step_seq, **_step_event(params["step"]),
+        )  # fmt: skip
     # graph_runs hook: the run's status follows the graph.
     graph_runs.checkpoint_saved(
         run=run,
-        checkpoint_ns=checkpoint_ns,
-        checkpoint_id=checkpoint_id,
-        shown_id=shown.pk,
-        next_nodes=next,
-        source=str(metadata.get("source", "")),
+        checkpoint_ns=params["ns"],
+        checkpoint_id=params["checkpoint"],
+        shown_id=shown_id,
+        next_nodes=params["next"],
+        source=params["source"],
+        replaced=replaced,
     )
-    return saved
 
 
 @transaction.atomic
@@ -259,28 +410,35 @@ def external_writes_put(
     An interrupt whose value names an `action` pauses the run for a person's decision."""
     run = _run(principal, thread_id, checkpoint_ns, create=True)
     assert run is not None
-    for write in writes:
-        key = {
-            "thread_id": thread_id,
-            "checkpoint_ns": checkpoint_ns,
-            "checkpoint_id": checkpoint_id,
-            "task_id": task_id,
-            "idx": write["idx"],
-        }
-        values = {
-            "channel": write["channel"],
-            "type": write["type"],
-            "blob": write["blob"],
-            "task_path": task_path,
-        }
-        rows = ExternalWrite.objects.for_tenant(principal.tenant).filter(**key)
-        if rows.exists():
-            if write["idx"] < 0:
-                rows.update(**values)
-            continue
-        ExternalWrite.objects.create(tenant=principal.tenant, run=run, **key, **values)
-    # graph_runs hook: interrupts open requests (root namespace), resumes and errors move
-    # the run's status.
+    _writes_put(
+        principal, run, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
+        checkpoint_id=checkpoint_id, task_id=task_id, task_path=task_path, writes=writes,
+        interrupts=interrupts, resumed=resumed, errors=errors,
+    )  # fmt: skip
+
+
+def _writes_put(
+    principal: Principal,
+    run: Run,
+    *,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    task_id: str,
+    task_path: str,
+    writes: list[dict[str, Any]],
+    interrupts: list[dict[str, Any]] | None = None,
+    resumed: list[str] | None = None,
+    errors: list[str] | None = None,
+) -> None:
+    params = _writes_params(
+        principal, run, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
+        checkpoint_id=checkpoint_id, task_id=task_id, task_path=task_path, writes=writes,
+    )  # fmt: skip
+    if params is not None:
+        with connection.cursor() as cursor:
+            cursor.execute(WRITES_SQL, params)
+    # graph_runs hook: an interrupt opens a request, a resume value or an error moves the run.
     graph_runs.writes_saved(
         run=run,
         checkpoint_ns=checkpoint_ns,
@@ -292,6 +450,42 @@ def external_writes_put(
         resumed=resumed,
         errors=errors,
     )
+
+
+def _writes_params(
+    principal: Principal,
+    run: Run,
+    *,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    task_id: str,
+    task_path: str,
+    writes: list[dict[str, Any]],
+    interrupts: list[dict[str, Any]] | None = None,
+    resumed: list[str] | None = None,
+    errors: list[str] | None = None,
+) -> dict[str, Any] | None:
+    # One row per idx: the first of a regular write, the last of a special one.
+    kept: dict[int, dict[str, Any]] = {}
+    for write in writes:
+        if write["idx"] < 0 or write["idx"] not in kept:
+            kept[write["idx"]] = write
+    if not kept:
+        return None
+    return {
+        "tenant": principal.tenant.pk,
+        "run": run.pk,
+        "thread": thread_id,
+        "ns": checkpoint_ns,
+        "checkpoint": checkpoint_id,
+        "task": task_id,
+        "path": task_path,
+        "idx": list(kept),
+        "channels": [w["channel"] for w in kept.values()],
+        "types": [w["type"] for w in kept.values()],
+        "blobs": [w["blob"] for w in kept.values()],
+    }
 
 
 @transaction.atomic

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from agents.web import api, langgraph_api, webhooks_api
+from agents.web import api, langgraph_api, langgraph_steps, webhooks_api
 
 app_name = "agents_api"
 
@@ -12,6 +12,14 @@ urlpatterns = [
         "langgraph/checkpoints",
         langgraph_api.CheckpointsView.as_view(),
         name="api_langgraph_checkpoints",
+    ),
+    path("langgraph/steps", langgraph_steps.steps_view, name="api_langgraph_steps"),
+    path("langgraph/copy", langgraph_api.CopyThreadView.as_view(), name="api_langgraph_copy"),
+    path("langgraph/prune", langgraph_api.PruneView.as_view(), name="api_langgraph_prune"),
+    path(
+        "langgraph/runs/delete",
+        langgraph_api.DeleteRunsView.as_view(),
+        name="api_langgraph_runs_delete",
     ),
     path("langgraph/writes", langgraph_api.WritesView.as_view(), name="api_langgraph_writes"),
     path("langgraph/decision", langgraph_api.DecisionView.as_view(), name="api_langgraph_decision"),

@@ -1,6 +1,7 @@
 """The REST endpoints `AgentStateSaver` (sdk/python) keeps LangGraph threads through:
-checkpoints with their channel values, pending writes, and deleting a thread. Bytes travel as
-base64 and are never interpreted here; see agents/runtime/external.py."""
+checkpoints with their channel values, pending writes, deleting, copying and pruning threads.
+Bytes travel as base64 and are never interpreted here; see agents/runtime/external.py. What a
+graph saves per step goes through `POST langgraph/steps` (agents/web/langgraph_steps.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.runtime import external
+from agents.runtime import external, external_threads
 from agents.runtime.errors import ThreadDrivenElsewhere
 from core import json_input
 from core.api import ApiView, error_responses, validated
@@ -23,9 +24,9 @@ from core.serializers import JSONObjectField
 from tenants.audit import audit_record
 
 TAGS = ["langgraph"]
-# A graph saves a checkpoint and a task's writes per step: counted as reads, not as the
-# writes that start runs and cost model money (tenants may set their own rates).
-BUCKET = "read"
+# A graph's checkpoints and reads count in the tenant's own bucket, in steps (tenants may set
+# their own rates): not the writes that start runs and cost model money.
+BUCKET = "langgraph"
 
 
 class Base64Field(serializers.CharField):
@@ -320,3 +321,76 @@ def _encoded(found: dict[str, Any]) -> dict[str, Any]:
 def _json_only(metadata: dict[str, Any]) -> None:
     # Stored as jsonb and filtered on: it must survive a JSON round trip unchanged.
     json.dumps(metadata)
+
+
+class CopyThreadSerializer(serializers.Serializer):
+    source = serializers.CharField(max_length=200, trim_whitespace=False)
+    target = serializers.CharField(max_length=200, trim_whitespace=False)
+
+
+class DeleteRunsSerializer(serializers.Serializer):
+    run_ids = serializers.ListField(
+        child=serializers.CharField(max_length=200, trim_whitespace=False), max_length=10_000
+    )
+
+
+class PruneSerializer(serializers.Serializer):
+    thread_ids = serializers.ListField(
+        child=serializers.CharField(max_length=200, trim_whitespace=False), max_length=10_000
+    )
+    strategy = serializers.ChoiceField(choices=["keep_latest", "delete"], default="keep_latest")
+
+
+class CountSerializer(serializers.Serializer):
+    checkpoints = serializers.IntegerField()
+
+
+class CopyThreadView(ApiView):
+    rate_bucket = BUCKET
+
+    @extend_schema(
+        operation_id="langgraph_thread_copy",
+        tags=TAGS,
+        request=CopyThreadSerializer,
+        responses={200: CountSerializer, **error_responses(400, 403)},
+    )
+    def post(self, request: Request) -> Response:
+        """Copy a thread (every namespace, checkpoint, value and pending write) to another
+        thread id (the saver's copy_thread)."""
+        data = validated(CopyThreadSerializer, request.data)
+        copied = external_threads.external_thread_copy(principal=request.principal, **data)
+        return Response({"checkpoints": copied})
+
+
+class DeleteRunsView(ApiView):
+    rate_bucket = BUCKET
+
+    @extend_schema(
+        operation_id="langgraph_runs_delete",
+        tags=TAGS,
+        request=DeleteRunsSerializer,
+        responses={200: CountSerializer, **error_responses(400, 403)},
+    )
+    def post(self, request: Request) -> Response:
+        """Forget the checkpoints that these LangGraph run ids saved (metadata `run_id`), with
+        their pending writes (the saver's delete_for_runs)."""
+        data = validated(DeleteRunsSerializer, request.data)
+        gone = external_threads.external_runs_delete(principal=request.principal, **data)
+        return Response({"checkpoints": gone})
+
+
+class PruneView(ApiView):
+    rate_bucket = BUCKET
+
+    @extend_schema(
+        operation_id="langgraph_threads_prune",
+        tags=TAGS,
+        request=PruneSerializer,
+        responses={200: CountSerializer, **error_responses(400, 403)},
+    )
+    def post(self, request: Request) -> Response:
+        """Keep only the latest checkpoint of each namespace of these threads (`keep_latest`)
+        or forget their checkpoints (`delete`) (the saver's prune)."""
+        data = validated(PruneSerializer, request.data)
+        gone = external_threads.external_threads_prune(principal=request.principal, **data)
+        return Response({"checkpoints": gone})

@@ -11,7 +11,7 @@ from typing import Annotated, TypedDict
 import pytest
 from agentstate_client import AgentStateSaver
 from langgraph.checkpoint.conformance import checkpointer_test, validate
-from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES
+from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 from langgraph.graph import START, StateGraph
 
 from agents.runtime.models import AgentSession, Checkpoint, ExternalCheckpoint, Run
@@ -33,14 +33,13 @@ def saver_factory(console_url, tenant_a):
     return lambda: AgentStateSaver(console_url, api_key=key)
 
 
-def test_the_saver_passes_the_base_capabilities_of_the_conformance_suite(saver_factory):
+def test_the_saver_passes_every_capability_of_the_conformance_suite(saver_factory):
     @checkpointer_test(name="AgentStateSaver")
     async def agentstate_saver():
-        yield saver_factory()
+        async with saver_factory() as saver:
+            yield saver
 
-    report = in_thread(
-        validate(agentstate_saver, capabilities={c.value for c in BASE_CAPABILITIES})
-    )
+    report = in_thread(validate(agentstate_saver, capabilities={c.value for c in ALL_CAPABILITIES}))
 
     failures = {
         name: [str(f)[:300] for f in result.failures]
@@ -49,7 +48,7 @@ def test_the_saver_passes_the_base_capabilities_of_the_conformance_suite(saver_f
     }
     assert failures == {}
     assert {name for name, r in report.results.items() if r.passed} == {
-        c.value for c in BASE_CAPABILITIES
+        c.value for c in ALL_CAPABILITIES
     }
 
 

@@ -16,7 +16,7 @@ from agents.runtime.models import Run
 from tenants import throttling
 from tenants.models import AuditEvent, Role, Tenant
 from tenants.principal import Principal
-from tenants.rates import Rate, parse_rate
+from tenants.rates import BUCKETS, Rate, parse_rate
 from tenants.scope import system_scope, tenant_scope
 from tests import factories
 
@@ -178,7 +178,7 @@ def test_every_view_declares_known_buckets_only():
     for view in views(get_resolver().url_patterns):
         declared = getattr(view, "rate_bucket", None)
         names = declared.values() if isinstance(declared, dict) else [declared]
-        assert all(n in (None, "read", "write") for n in names), view
+        assert all(n in (None, *BUCKETS) for n in names), view
 
 
 # --- counting -------------------------------------------------------------------------------------

@@ -1,12 +1,27 @@
 """The REST API with an API key: JSON in and out, errors as `AgentStateError` with the API's
-stable code, an Idempotency-Key on every write so a retried request changes nothing twice."""
+stable code, an Idempotency-Key on every write so a retried request changes nothing twice.
+
+Connections are kept alive (one pool per client, sync and async). A request that meets a
+rate limit (429) waits as long as `Retry-After` says, and one that cannot reach the server
+(connection refused or dropped, 503) is sent again after a short growing pause, each at most
+`retries` times and `retry_budget` seconds in all; the same Idempotency-Key rides along, and
+the saver's calls are idempotent by themselves (a checkpoint by its id, a write by its
+checkpoint, task and index). Use it as a context manager, or `close()` / `aclose()` it.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import random
+import time
 import uuid
 from typing import Any
 
 import httpx
+
+RETRY_STATUSES = (429, 502, 503, 504)
 
 
 class AgentStateError(Exception):
@@ -28,44 +43,169 @@ class Client:
         *,
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+        retries: int = 8,
+        retry_budget: float = 120.0,
     ) -> None:
+        self._base = base_url.rstrip("/") + "/api/v1/"
+        self._headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
+        self._timeout = timeout
+        self._async_transport = async_transport
+        self.retries = retries
+        self.retry_budget = retry_budget
+        self.requests_sent = 0  # every attempt, retries included
         self._http = httpx.Client(
-            base_url=base_url.rstrip("/") + "/api/v1/",
-            headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
-            timeout=timeout,
-            transport=transport,
+            base_url=self._base, headers=self._headers, timeout=timeout, transport=transport
         )
+        # An async client belongs to the event loop that first used it.
+        self._ahttp: httpx.AsyncClient | None = None
+        self._aloop: asyncio.AbstractEventLoop | None = None
+
+    # --- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
         self._http.close()
+        if self._ahttp is not None and self._aloop is not None and not self._aloop.is_closed():
+            if self._aloop.is_running():
+                self._aloop.create_task(self._ahttp.aclose())
+            else:
+                self._aloop.run_until_complete(self._ahttp.aclose())
+        self._ahttp = self._aloop = None
+
+    async def aclose(self) -> None:
+        if self._ahttp is not None and self._aloop is asyncio.get_running_loop():
+            await self._ahttp.aclose()
+            self._ahttp = self._aloop = None
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    # --- sync -------------------------------------------------------------------------------
 
     def get(self, path: str, **params: Any) -> Any:
         return self._send("GET", path, params=params)
 
     def post(self, path: str, body: dict[str, Any], *, idempotency_key: bool = True) -> Any:
         """POST `body`; with a fresh Idempotency-Key unless the call is idempotent by itself."""
-        return self._send("POST", path, json=body, write=idempotency_key)
+        return self._send("POST", path, content=_json(body), write=idempotency_key)
 
     def delete(self, path: str) -> Any:
         return self._send("DELETE", path, write=True)
 
     def _send(self, method: str, path: str, *, write: bool = False, **kwargs: Any) -> Any:
-        headers = {"Idempotency-Key": str(uuid.uuid4())} if write else {}
-        try:
-            response = self._http.request(method, path, headers=headers, **kwargs)
-        except httpx.HTTPError as exc:
-            raise AgentStateError("unavailable", str(exc), 0) from exc
-        if response.is_success and (response.status_code == 204 or not response.content):
-            return None
-        try:
-            body = response.json()
-        except ValueError:
-            body = {"code": "unexpected_answer", "message": response.text[:200]}
-        if not response.is_success:
-            raise AgentStateError(
-                str(body.get("code", "error")),
-                str(body.get("message", response.reason_phrase)),
-                response.status_code,
-                body.get("detail"),
+        headers = _headers(write, kwargs)
+        started, attempt = time.monotonic(), 0
+        while True:
+            self.requests_sent += 1
+            try:
+                response = self._http.request(method, path, headers=headers, **kwargs)
+            except httpx.TransportError as exc:
+                pause = self._pause(attempt, started, None)
+                if pause is None:
+                    raise AgentStateError("unavailable", str(exc), 0) from exc
+            else:
+                pause = self._retry_after(response, attempt, started)
+                if pause is None:
+                    return _answer(response)
+            time.sleep(pause)
+            attempt += 1
+
+    # --- async ------------------------------------------------------------------------------
+
+    async def aget(self, path: str, **params: Any) -> Any:
+        return await self._asend("GET", path, params=params)
+
+    async def apost(self, path: str, body: dict[str, Any], *, idempotency_key: bool = True) -> Any:
+        return await self._asend("POST", path, content=_json(body), write=idempotency_key)
+
+    async def adelete(self, path: str) -> Any:
+        return await self._asend("DELETE", path, write=True)
+
+    def _async_http(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._ahttp is None or self._aloop is not loop:
+            self._ahttp = httpx.AsyncClient(
+                base_url=self._base,
+                headers=self._headers,
+                timeout=self._timeout,
+                transport=self._async_transport,
             )
-        return body
+            self._aloop = loop
+        return self._ahttp
+
+    async def _asend(self, method: str, path: str, *, write: bool = False, **kwargs: Any) -> Any:
+        headers = _headers(write, kwargs)
+        started, attempt = time.monotonic(), 0
+        while True:
+            self.requests_sent += 1
+            try:
+                response = await self._async_http().request(method, path, headers=headers, **kwargs)
+            except httpx.TransportError as exc:
+                pause = self._pause(attempt, started, None)
+                if pause is None:
+                    raise AgentStateError("unavailable", str(exc), 0) from exc
+            else:
+                pause = self._retry_after(response, attempt, started)
+                if pause is None:
+                    return _answer(response)
+            await asyncio.sleep(pause)
+            attempt += 1
+
+    # --- retries ----------------------------------------------------------------------------
+
+    def _retry_after(self, response: httpx.Response, attempt: int, started: float) -> float | None:
+        if response.status_code not in RETRY_STATUSES:
+            return None
+        asked = None
+        with contextlib.suppress(ValueError):
+            asked = float(response.headers.get("Retry-After", ""))
+        return self._pause(attempt, started, asked)
+
+    def _pause(self, attempt: int, started: float, asked: float | None) -> float | None:
+        """Seconds to wait before the next attempt, or None when retries are spent."""
+        if attempt >= self.retries:
+            return None
+        backoff = min(5.0, 0.05 * 2**attempt) * (0.5 + random.random() / 2)
+        pause = max(asked or 0.0, backoff)
+        if time.monotonic() - started + pause > self.retry_budget:
+            return None
+        return pause
+
+
+def _json(body: Any) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _headers(write: bool, kwargs: dict[str, Any]) -> dict[str, str]:
+    # One key for every attempt: a retried write is recognised, not done twice.
+    headers = {"Idempotency-Key": str(uuid.uuid4())} if write else {}
+    if "content" in kwargs:
+        headers["Content-Type"] = "application/json"
+    return headers
+
+
+def _answer(response: httpx.Response) -> Any:
+    if response.is_success and (response.status_code == 204 or not response.content):
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"code": "unexpected_answer", "message": response.text[:200]}
+    if not response.is_success:
+        raise AgentStateError(
+            str(body.get("code", "error")),
+            str(body.get("message", response.reason_phrase)),
+            response.status_code,
+            body.get("detail"),
+        )
+    return body

@@ -64,6 +64,10 @@ class AgentStateStore(BaseStore):
         if self._owns_client:
             self._client.close()
 
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
     def __enter__(self) -> AgentStateStore:
         return self
 
@@ -74,7 +78,7 @@ class AgentStateStore(BaseStore):
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await asyncio.to_thread(self.close)
+        await self.aclose()
 
     # --- BaseStore ------------------------------------------------------------------------------
 

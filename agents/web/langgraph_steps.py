@@ -1,0 +1,341 @@
+"""`POST /api/v1/langgraph/steps`: what `AgentStateSaver` saves per step (a checkpoint and the
+pending writes it buffered for it, in order) in one request and one transaction.
+
+It is the door a graph's every step goes through, so it is served lean: config/asgi.py routes
+the path here before Django's middleware (as /mcp is), and one thread call authenticates the
+API key, counts the steps in the tenant's `langgraph` rate bucket and applies the batch
+(agents.runtime.external.external_steps) inside the key's tenant scope, with a validator of
+its own instead of serializers. Errors have the API's body and stable codes. The same answer
+is also reachable through Django (`steps_view`, for the test client and the schema).
+
+Body: {"ops": [{"op": "put", <checkpoint>} | {"op": "writes", <a task's writes>}, ...]};
+bytes as base64. Answer 200 {"saved": [{"checkpoint_id", "run_id"}, ...]}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+import math
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, connections
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from agents.runtime import external
+from core import json_input
+from core.errors import BadInput, PayloadTooLarge
+from tenants import outage, throttling
+from tenants.api_auth import KeyRefused, api_key_resolve
+from tenants.errors import AppError
+from tenants.principal import Principal
+from tenants.rates import LANGGRAPH
+from tenants.scope import transaction_scope
+
+logger = logging.getLogger(__name__)
+
+PATH = "/api/v1/langgraph/steps"
+MAX_OPS = 1000
+JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+class Refused(AppError):
+    """An answer other than success, with the API's code and status."""
+
+    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status, self.code, self.extra = status, code, extra
+
+
+def max_bytes() -> int:
+    return settings.LANGGRAPH_MAX_REQUEST_BYTES
+
+
+def answer(authorization: str, body: bytes) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """(status, JSON body, headers) for one request; never raises for bad input."""
+    try:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Refused(401, "unauthenticated", "Use `Authorization: Bearer <api key>`.")
+        if len(body) > max_bytes():
+            raise _too_large()
+        ops = parse_ops(body)
+        steps = sum(1 for op in ops if op["op"] == "put") or 1
+        with transaction_scope():
+            try:
+                # Pipelined: the tenant setting and the key's lookup in one round trip.
+                connection.ensure_connection()
+                with connection.wrap_database_errors, connection.connection.pipeline():
+                    key = api_key_resolve(token.strip())
+            except KeyRefused as exc:
+                raise Refused(401, "unauthenticated", str(exc)) from None
+            principal = Principal.for_api_key(key, key.tenant)
+            if not principal.can("write"):
+                raise Refused(403, "permission_denied", "This API key lacks the 'write' scope.")
+            throttling.count_call(principal, LANGGRAPH, steps)
+            saved = external.external_steps(principal=principal, ops=ops)
+        return 200, {"saved": saved}, {}
+    except throttling.RateLimited as exc:
+        body_ = {"code": "rate_limited", "message": str(exc.detail)}
+        return 429, body_, {"Retry-After": str(max(1, math.ceil(exc.wait)))}
+    except Refused as exc:
+        headers = {"WWW-Authenticate": 'Bearer realm="api"'} if exc.status == 401 else {}
+        return exc.status, {"code": exc.code, "message": exc.message}, headers
+    except AppError as exc:  # BadInput, PayloadTooLarge, the services' refusals
+        return exc.status, exc.as_dict(), {}
+    except Exception as exc:
+        if outage.is_outage(exc):
+            return 503, {"code": "unavailable", "message": outage.MESSAGE}, {"Retry-After": "1"}
+        raise
+
+
+def _too_large() -> PayloadTooLarge:
+    limit = max_bytes()
+    return PayloadTooLarge(
+        f"The request body is larger than {limit} bytes (LANGGRAPH_MAX_REQUEST_BYTES).",
+        detail={"limit": limit},
+    )
+
+
+# --- the ASGI door -------------------------------------------------------------------------------
+
+
+async def application(scope: dict, receive: Any, send: Any) -> None:
+    """The path served straight from ASGI: read the body (refused past the limit), answer in
+    one thread call, hand the connection back to the pool."""
+    if scope["method"] != "POST":
+        await _send(send, 405, {"code": "method_not_allowed", "message": "Use POST."}, {})
+        return
+    headers = dict(scope.get("headers") or [])
+    limit = max_bytes()
+    try:
+        declared = int(headers.get(b"content-length", b"0") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        status, body, extra = 413, _too_large().as_dict(), {"Connection": "close"}
+        await _send(send, status, body, extra)
+        return
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            await _send(send, 413, _too_large().as_dict(), {"Connection": "close"})
+            return
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            break
+    authorization = headers.get(b"authorization", b"").decode("latin-1")
+    status, body, extra = await asyncio.get_running_loop().run_in_executor(
+        _executor(), _in_thread, authorization, b"".join(chunks)
+    )
+    await _send(send, status, body, extra)
+
+
+_threads: list[ThreadPoolExecutor] = []
+
+
+def _executor() -> ThreadPoolExecutor:
+    # Threads of this door's own, each keeping its database connection from one request to
+    # the next (a connection drawn from the pool per request costs a round trip to check it):
+    # at most LANGGRAPH_STEP_THREADS of the pool's connections stay with them.
+    if not _threads:
+        _threads.append(
+            ThreadPoolExecutor(
+                max_workers=settings.LANGGRAPH_STEP_THREADS, thread_name_prefix="langgraph-steps"
+            )
+        )
+    return _threads[0]
+
+
+def _in_thread(authorization: str, body: bytes) -> tuple[int, dict[str, Any], dict[str, str]]:
+    try:
+        return answer(authorization, body)
+    except Exception:  # noqa: BLE001 - a bug is a logged 500 with the API's body, never a hang
+        logger.exception("POST %s failed", PATH)
+        return 500, {"code": "server_error", "message": "The server failed."}, {}
+    finally:
+        # A connection that failed goes (the next request opens another); a good one stays.
+        for conn in connections.all(initialized_only=True):
+            broken = conn.errors_occurred and not conn.is_usable()
+            if conn.connection is not None and (conn.in_atomic_block or broken):
+                conn.close()
+
+
+async def _send(send: Any, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
+    raw = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                *JSON_HEADERS,
+                (b"content-length", str(len(raw)).encode()),
+                *[(k.lower().encode(), v.encode()) for k, v in headers.items()],
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": raw})
+
+
+@csrf_exempt
+def steps_view(request: HttpRequest) -> HttpResponse:
+    """The same answer through Django (the test client, servers not started by config/asgi)."""
+    if request.method != "POST":
+        return _django(405, {"code": "method_not_allowed", "message": "Use POST."}, {})
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > max_bytes():
+        return _django(413, _too_large().as_dict(), {})
+    status, body, headers = answer(request.headers.get("Authorization", ""), request.read())
+    return _django(status, body, headers)
+
+
+def _django(status: int, body: dict[str, Any], headers: dict[str, str]) -> HttpResponse:
+    response = HttpResponse(json.dumps(body), status=status, content_type="application/json")
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+# --- the validator -------------------------------------------------------------------------------
+
+_PUT = {
+    # name: (required, max length) of text fields
+    "thread_id": (True, 200),
+    "checkpoint_ns": (False, 200),
+    "checkpoint_id": (True, 100),
+    "parent_checkpoint_id": (False, 100),
+    "type": (True, 50),
+    "step": (False, 100),
+}
+_WRITES = {
+    "thread_id": (True, 200),
+    "checkpoint_ns": (False, 200),
+    "checkpoint_id": (True, 100),
+    "task_id": (True, 200),
+    "task_path": (False, 500),
+}
+_BLOB = {"channel": (True, 200), "version": (True, 100), "type": (True, 50)}
+_WRITE = {"channel": (True, 200), "type": (True, 50)}
+
+
+def parse_ops(body: bytes) -> list[dict[str, Any]]:
+    """The batch, checked and decoded (base64 to bytes); BadInput naming the field."""
+    data = json_input.loads(body)
+    if not isinstance(data, dict) or not isinstance(data.get("ops"), list):
+        raise BadInput('A JSON object {"ops": [...]} of checkpoints and writes.')
+    ops = data["ops"]
+    if not 1 <= len(ops) <= MAX_OPS:
+        _invalid("ops", f"Between 1 and {MAX_OPS} operations.")
+    return [_op(op, f"ops[{i}]") for i, op in enumerate(ops)]
+
+
+def _op(op: Any, where: str) -> dict[str, Any]:
+    if not isinstance(op, dict) or op.get("op") not in ("put", "writes"):
+        _invalid(f"{where}.op", 'One of "put", "writes".')
+    if op["op"] == "put":
+        found: dict[str, Any] = {"op": "put", **_texts(op, _PUT, where)}
+        found["blob"] = _bytes(op.get("blob"), f"{where}.blob", blank=False)
+        for name in ("metadata", "channel_versions", "preview"):
+            value = op.get(name, {})
+            if not isinstance(value, dict):
+                _invalid(f"{where}.{name}", "A JSON object.")
+            found[name] = value
+        found["blobs"] = [
+            {
+                **_texts(b, _BLOB, f"{where}.blobs[{j}]"),
+                "blob": _bytes(b.get("blob", ""), f"{where}.blobs[{j}].blob"),
+            }
+            for j, b in enumerate(_list(op.get("blobs", []), f"{where}.blobs"))
+        ]
+        # The nodes LangGraph runs next (agents/runtime/graph_runs.py); older clients omit it.
+        found["next"] = _texts_list(op, "next", where, longest=200, most=1000)
+        return found
+    found = {"op": "writes", **_texts(op, _WRITES, where)}
+    writes = []
+    for j, w in enumerate(_list(op.get("writes"), f"{where}.writes")):
+        idx = w.get("idx")
+        if isinstance(idx, bool) or not isinstance(idx, int) or not -1000 <= idx <= 1_000_000:
+            _invalid(f"{where}.writes[{j}].idx", "An integer from -1000 to 1000000.")
+        writes.append(
+            {
+                "idx": idx,
+                **_texts(w, _WRITE, f"{where}.writes[{j}]"),
+                "blob": _bytes(w.get("blob", ""), f"{where}.writes[{j}].blob"),
+            }
+        )
+    found["writes"] = writes
+    interrupts = []
+    for j, it in enumerate(_list(op.get("interrupts", []), f"{where}.interrupts")):
+        interrupts.append(
+            {
+                **_texts(it, {"id": (True, 200)}, f"{where}.interrupts[{j}]"),
+                "value": it.get("value"),
+            }
+        )
+    found["interrupts"] = interrupts
+    # A resume value the graph was given (the interrupt ids it answers), an error it raised.
+    found["resumed"] = _texts_list(op, "resumed", where, longest=200, most=1000)
+    found["errors"] = _texts_list(op, "errors", where, longest=2000, most=100)
+    return found
+
+
+def _texts_list(given: dict, name: str, where: str, *, longest: int, most: int) -> list[str] | None:
+    value = given.get(name)
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) > most
+        or not all(isinstance(v, str) and len(v) <= longest for v in value)
+    ):
+        _invalid(f"{where}.{name}", f"A list of at most {most} texts of {longest} characters.")
+    return value
+
+
+def _texts(given: dict, spec: dict[str, tuple[bool, int]], where: str) -> dict[str, str]:
+    found = {}
+    for name, (required, longest) in spec.items():
+        value = given.get(name, "")
+        if not isinstance(value, str) or len(value) > longest or (required and not value):
+            need = "Required text" if required else "Text"
+            _invalid(f"{where}.{name}", f"{need} of at most {longest} characters.")
+        found[name] = value
+    return found
+
+
+def _list(value: Any, where: str) -> list[dict]:
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        _invalid(where, "A list of JSON objects.")
+    return value
+
+
+def _bytes(value: Any, where: str, *, blank: bool = True) -> bytes:
+    if not isinstance(value, str) or (not blank and not value):
+        _invalid(where, "Base64 text." if blank else "Required base64 text.")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        _invalid(where, "Not base64.")
+        raise  # unreachable: _invalid raises
+
+
+class Invalid(BadInput):
+    code = "invalid"  # as the serializers' field errors elsewhere in the API
+
+
+def _invalid(field: str, message: str) -> Any:
+    raise Invalid(f"{field}: {message}", fields={field: [message]})

@@ -1,0 +1,298 @@
+"""The LangGraph door as a door: one request per step, its own rate bucket counted in steps
+per tenant, a client that waits out 429s and retries dropped connections, refusals with
+stable codes, and state values as large as PostgresSaver takes."""
+
+from __future__ import annotations
+
+import base64
+import json
+import operator
+import uuid
+from typing import Annotated, TypedDict
+
+import httpx
+import pytest
+from agentstate_client import AgentStateError, AgentStateSaver, Client
+from django.test import Client as DjangoClient
+from langgraph.graph import END, START, StateGraph
+
+from agents.runtime.models import Checkpoint, ExternalCheckpoint, ExternalWrite, Run
+from tenants.models import Tenant
+from tenants.scope import tenant_scope
+from tests import factories
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+class Counter(TypedDict):
+    i: int
+    seen: Annotated[list[str], operator.add]
+
+
+def ring_graph(saver: AgentStateSaver, nodes: int, until: int):
+    """`nodes` nodes in a ring, each adding one to `i`, until `i` reaches `until`."""
+
+    def step(state: Counter) -> dict:
+        return {"i": state["i"] + 1}
+
+    builder = StateGraph(Counter)
+    names = [f"n{k}" for k in range(nodes)]
+    for name in names:
+        builder.add_node(name, step)
+    builder.add_edge(START, names[0])
+    for a, b in zip(names, names[1:], strict=False):
+        builder.add_edge(a, b)
+    builder.add_conditional_edges(names[-1], lambda s: END if s["i"] >= until else names[0])
+    return builder.compile(checkpointer=saver)
+
+
+def counting(saver: AgentStateSaver) -> dict[int, int]:
+    """Answers of the saver's server, by status."""
+    seen: dict[int, int] = {}
+
+    def hook(response: httpx.Response) -> None:
+        seen[response.status_code] = seen.get(response.status_code, 0) + 1
+
+    saver._client._http.event_hooks["response"].append(hook)
+    return seen
+
+
+def api(key: str) -> DjangoClient:
+    return DjangoClient(HTTP_AUTHORIZATION=f"Bearer {key}")
+
+
+def put_op(thread: str, checkpoint_id: str, *, blob: bytes = b"{}") -> dict:
+    return {
+        "op": "put",
+        "thread_id": thread,
+        "checkpoint_id": checkpoint_id,
+        "type": "json",
+        "blob": base64.b64encode(blob).decode(),
+    }
+
+
+def post_steps(client: DjangoClient, ops: list[dict]):
+    return client.post("/api/v1/langgraph/steps", {"ops": ops}, content_type="application/json")
+
+
+def test_a_graph_of_ten_nodes_runs_a_thousand_steps_on_a_default_write_key_without_a_429(
+    console_url, tenant_a
+):
+    key = factories.make_api_key(tenant_a, ["read", "write"]).raw
+    with AgentStateSaver(console_url, api_key=key) as saver:
+        answers = counting(saver)
+        config = {"configurable": {"thread_id": "long-loop"}, "recursion_limit": 1100}
+
+        result = ring_graph(saver, nodes=10, until=1000).invoke({"i": 0, "seen": []}, config)
+
+    assert result["i"] == 1000
+    assert 429 not in answers and set(answers) == {200}
+    # One request per step (and the first read): the writes travel with the next checkpoint.
+    assert sum(answers.values()) <= 1.2 * 1000
+    with tenant_scope(tenant_a.pk):
+        assert ExternalCheckpoint.objects.filter(thread_id="long-loop").count() >= 1000
+
+
+def test_the_saver_waits_out_the_tenants_step_rate_and_the_graph_never_sees_a_429(
+    console_url, tenant_a
+):
+    with tenant_scope(tenant_a.pk):
+        Tenant.objects.filter(pk=tenant_a.pk).update(api_rate_limits={"langgraph": "8/s"})
+    key = factories.make_api_key(tenant_a, ["read", "write"]).raw
+    with AgentStateSaver(console_url, api_key=key) as saver:
+        answers = counting(saver)
+
+        result = ring_graph(saver, nodes=2, until=24).invoke(
+            {"i": 0, "seen": []}, {"configurable": {"thread_id": "slow"}}
+        )
+
+    assert result["i"] == 24
+    assert answers.get(429, 0) >= 1  # the limit was met, and waited out
+
+
+def test_steps_count_in_the_tenants_langgraph_bucket_across_its_keys(tenant_a, settings):
+    settings.API_RATE_LIMIT_LANGGRAPH = "3/min"
+    first = factories.make_api_key(tenant_a, ["read", "write"]).raw
+    second = factories.make_api_key(tenant_a, ["read", "write"]).raw
+
+    two = post_steps(api(first), [put_op("t", "1"), put_op("t", "2")])
+    one = post_steps(api(second), [put_op("t", "3")])
+    refused = post_steps(api(second), [put_op("t", "4")])
+
+    assert two.status_code == one.status_code == 200
+    assert refused.status_code == 429 and refused.json()["code"] == "rate_limited"
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    assert "per minute" in refused.json()["message"]
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+def test_a_batch_saves_writes_and_the_checkpoint_after_them_in_one_request(
+    tenant_a, settings, prepared
+):
+    # Prepared and pipelined, or (behind a pooler without prepared statements) as one text.
+    settings.AGENTSTATE_PREPARED_STATEMENTS = prepared
+    key = factories.make_api_key(tenant_a, ["read", "write"]).raw
+    first = post_steps(api(key), [put_op("batch", "1")])
+    write = {
+        "op": "writes",
+        "thread_id": "batch",
+        "checkpoint_id": "1",
+        "task_id": "task-a",
+        "writes": [{"idx": 0, "channel": "i", "type": "json", "blob": "MQ=="}],
+    }
+    both = post_steps(api(key), [write, {**put_op("batch", "2"), "parent_checkpoint_id": "1"}])
+    again = post_steps(api(key), [write, {**put_op("batch", "2"), "parent_checkpoint_id": "1"}])
+
+    assert first.status_code == both.status_code == again.status_code == 200
+    assert [s["checkpoint_id"] for s in both.json()["saved"]] == ["2"]
+    with tenant_scope(tenant_a.pk):
+        run = Run.objects.get(session__title="batch")
+        assert ExternalWrite.objects.filter(run=run, checkpoint_id="1").count() == 1
+        assert ExternalCheckpoint.objects.filter(run=run).count() == 2
+        # Saving the same checkpoint again replaced it: two readable checkpoints, not three.
+        assert list(Checkpoint.objects.filter(run=run).values_list("seq", flat=True)) == [1, 2]
+        assert run.step_seq == 2
+
+
+@pytest.mark.parametrize(
+    ("key_scopes", "header", "status", "code"),
+    [
+        (["read", "write"], "Bearer ak_nope", 401, "unauthenticated"),
+        (["read", "write"], "Basic abc", 401, "unauthenticated"),
+        (["read"], None, 403, "permission_denied"),
+    ],
+)
+def test_the_steps_door_refuses_unknown_keys_and_read_only_keys(
+    tenant_a, key_scopes, header, status, code
+):
+    key = factories.make_api_key(tenant_a, key_scopes).raw
+    client = DjangoClient(HTTP_AUTHORIZATION=header or f"Bearer {key}")
+
+    response = post_steps(client, [put_op("t", "1")])
+
+    assert response.status_code == status and response.json()["code"] == code
+    with tenant_scope(tenant_a.pk):
+        assert not ExternalCheckpoint.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"ops": []}, "ops"),
+        ({"ops": [{"op": "drop"}]}, "ops[0].op"),
+        ({"ops": [{**put_op("t", "1"), "blob": "not base64!"}]}, "ops[0].blob"),
+        ({"ops": [{**put_op("t", "1"), "thread_id": "x" * 201}]}, "ops[0].thread_id"),
+        ({"ops": [{**put_op("t", "1"), "metadata": []}]}, "ops[0].metadata"),
+        (
+            {"ops": [{"op": "writes", "thread_id": "t", "checkpoint_id": "1", "task_id": "a",
+                      "writes": [{"idx": True, "channel": "c", "type": "json"}]}]},
+            "ops[0].writes[0].idx",
+        ),
+    ],
+)  # fmt: skip
+def test_a_malformed_batch_is_a_400_naming_the_field(tenant_a, body, field):
+    key = factories.make_api_key(tenant_a, ["read", "write"]).raw
+
+    response = api(key).post("/api/v1/langgraph/steps", body, content_type="application/json")
+
+    assert response.status_code == 400, response.content
+    assert response.json()["code"] == "invalid" and field in response.json()["fields"]
+
+
+def test_nul_characters_and_bad_json_are_refused_with_their_codes(tenant_a):
+    key = factories.make_api_key(tenant_a, ["read", "write"]).raw
+    nul = {"ops": [{**put_op("t", "1"), "metadata": {"a": "x\u0000y"}}]}
+
+    refused = api(key).post(
+        "/api/v1/langgraph/steps", json.dumps(nul), content_type="application/json"
+    )
+    broken = api(key).post("/api/v1/langgraph/steps", "{", content_type="application/json")
+
+    assert refused.status_code == 400 and refused.json()["code"] == "invalid_characters"
+    assert broken.status_code == 400 and broken.json()["code"] == "malformed_request"
+
+
+def test_a_state_larger_than_the_limit_is_a_413_naming_the_limit(tenant_a, settings):
+    settings.LANGGRAPH_MAX_REQUEST_BYTES = 4096
+    key = factories.make_api_key(tenant_a, ["read", "write"]).raw
+
+    response = post_steps(api(key), [put_op("big", "1", blob=b"x" * 8000)])
+
+    assert response.status_code == 413
+    assert response.json()["code"] == "payload_too_large"
+    assert response.json()["detail"] == {"limit": 4096} and "4096" in response.json()["message"]
+
+
+def test_a_state_value_of_several_megabytes_is_saved_and_read_back(console_url, tenant_a):
+    # Far over the API's usual 1 MiB body: the steps door has a limit of its own.
+    key = factories.make_api_key(tenant_a, ["read", "write"]).raw
+    big = "x" * (6 * 1024 * 1024)
+    with AgentStateSaver(console_url, api_key=key) as saver:
+        builder = StateGraph(Counter)
+        builder.add_node("grow", lambda s: {"seen": [big]})
+        builder.add_edge(START, "grow")
+        config = {"configurable": {"thread_id": "big"}}
+        builder.compile(checkpointer=saver).invoke({"i": 0, "seen": []}, config)
+
+        found = saver.get_tuple(config)
+
+    assert found.checkpoint["channel_values"]["seen"] == [big]
+
+
+def test_the_client_retries_a_429_as_told_and_a_dropped_connection_with_the_same_key():
+    calls: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if len(calls) == 1:
+            raise httpx.ConnectError("refused", request=request)
+        if len(calls) == 2:
+            return httpx.Response(429, headers={"Retry-After": "0"}, json={"code": "rate_limited"})
+        return httpx.Response(200, json={"ok": True})
+
+    client = Client("http://agentstate.test", "ak_x", transport=httpx.MockTransport(answer))
+
+    assert client.post("runs", {"agent": "a"}) == {"ok": True}
+    assert len(calls) == 3
+    assert len({c.headers["Idempotency-Key"] for c in calls}) == 1
+
+
+def test_the_client_gives_up_after_its_retries_with_the_servers_code():
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(429, headers={"Retry-After": "0"}, json={"code": "rate_limited"})
+
+    client = Client(
+        "http://agentstate.test", "ak_x", transport=httpx.MockTransport(answer), retries=2
+    )
+
+    with pytest.raises(AgentStateError) as refused:
+        client.get("langgraph/checkpoints")
+    assert refused.value.code == "rate_limited" and refused.value.status == 429
+
+
+def test_the_saver_the_store_and_the_client_close_as_context_managers(console_url, tenant_a):
+    from agentstate_client import AgentStateStore
+
+    from tests.sdk.test_saver import in_thread
+
+    key = factories.make_api_key(tenant_a, ["read", "write"]).raw
+    with AgentStateSaver(console_url, api_key=key) as saver:
+        saver.put(
+            {"configurable": {"thread_id": "ctx", "checkpoint_ns": ""}},
+            {"v": 1, "id": str(uuid.uuid4()), "ts": "", "channel_values": {},
+             "channel_versions": {}, "versions_seen": {}},
+            {},
+            {},
+        )  # fmt: skip
+    assert saver._client._http.is_closed
+    with AgentStateStore(console_url, api_key=key) as store:
+        pass
+    assert store._client._http.is_closed
+
+    async def use() -> bool:
+        async with AgentStateSaver(console_url, api_key=key) as asaver:
+            found = await asaver.aget_tuple({"configurable": {"thread_id": "ctx"}})
+            assert found is not None
+        return asaver._client._http.is_closed
+
+    assert in_thread(use())
