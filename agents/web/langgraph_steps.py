@@ -29,10 +29,12 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from agents.runtime import external
+from agents.runtime.errors import ThreadDrivenElsewhere
 from core import json_input
 from core.errors import BadInput, PayloadTooLarge
-from tenants import outage, throttling
+from tenants import outage, scope, throttling
 from tenants.api_auth import KeyRefused, api_key_resolve
+from tenants.audit import audit_record
 from tenants.errors import AppError
 from tenants.principal import Principal
 from tenants.rates import LANGGRAPH
@@ -79,8 +81,12 @@ def answer(authorization: str, body: bytes) -> tuple[int, dict[str, Any], dict[s
             if not principal.can("write"):
                 raise Refused(403, "permission_denied", "This API key lacks the 'write' scope.")
             throttling.count_call(principal, LANGGRAPH, steps)
+            acting = principal
             saved = external.external_steps(principal=principal, ops=ops)
         return 200, {"saved": saved}, {}
+    except ThreadDrivenElsewhere as exc:  # the batch rolled back; the attempt is kept
+        _audit_refusal(acting, ops, exc)
+        return exc.status, exc.as_dict(), {}
     except throttling.RateLimited as exc:
         body_ = {"code": "rate_limited", "message": str(exc.detail)}
         return 429, body_, {"Retry-After": str(max(1, math.ceil(exc.wait)))}
@@ -93,6 +99,22 @@ def answer(authorization: str, body: bytes) -> tuple[int, dict[str, Any], dict[s
         if outage.is_outage(exc):
             return 503, {"code": "unavailable", "message": outage.MESSAGE}, {"Retry-After": "1"}
         raise
+
+
+def _audit_refusal(principal: Principal, ops: list[dict[str, Any]], exc: AppError) -> None:
+    """A batch that writes a thread another key drives: kept in the audit log (the door's
+    REST endpoints do the same, agents/web/langgraph_api.py), in a transaction of its own."""
+    with transaction_scope():
+        scope.activate(tenant_id=principal.tenant.pk)
+        for thread_id in sorted({op["thread_id"] for op in ops}):
+            audit_record(
+                tenant=principal.tenant,
+                actor=principal,
+                action="langgraph.write_refused",
+                target_type="langgraph.thread",
+                target_id=thread_id[:100],
+                after={"verb": "steps", "thread_id": thread_id, "code": exc.code},
+            )
 
 
 def _too_large() -> PayloadTooLarge:

@@ -294,3 +294,69 @@ def test_the_decision_answered_is_that_of_the_interrupt_asked_about(driver, tena
 def test_the_decision_endpoint_needs_the_interrupt_id(driver):
     response = driver.get(f"{BASE}/decision", {"thread_id": "t-1"})
     assert response.status_code == 400 and "interrupt_id" in response.json()["fields"]
+
+
+# --- the one-request-per-step door (POST /langgraph/steps) holds the same rules ------------------
+
+
+def steps(client: Client, ops: list[dict[str, Any]]):
+    return client.post(f"{BASE}/steps", json.dumps({"ops": ops}), content_type="application/json")
+
+
+def step_put(thread: str, checkpoint_id: str) -> dict[str, Any]:
+    return {
+        "op": "put",
+        "thread_id": thread,
+        "checkpoint_id": checkpoint_id,
+        "type": "json",
+        "blob": base64.b64encode(b"{}").decode(),
+    }
+
+
+def test_another_key_cannot_write_the_thread_through_the_steps_door_and_it_is_audited(
+    driver, tenant_a
+):
+    other = key_client(tenant_a)
+    interrupt = {
+        "op": "writes",
+        "thread_id": "t-1",
+        "checkpoint_id": "1",
+        "task_id": "x",
+        "writes": [{"idx": -3, "channel": "__interrupt__", "type": "json", "blob": ""}],
+        "interrupts": [{"id": "i", "value": {"action": "refund", "arguments": {"amount": 1}}}],
+    }
+
+    refused = steps(other, [step_put("t-1", "2"), interrupt])
+    own = steps(other, [step_put("others-own", "1")])
+
+    assert refused.status_code == 404 and refused.json()["code"] == "not_found"
+    assert own.status_code == 200
+    assert checkpoints_of(tenant_a) == 1
+    with tenant_scope(tenant_a.pk):
+        assert not ApprovalRequest.objects.exists() and not ExternalWrite.objects.exists()
+        [audit] = AuditEvent.objects.filter(action="langgraph.write_refused")
+        assert audit.target_id == "t-1" and audit.after["verb"] == "steps"
+
+
+def test_the_steps_door_judges_an_interrupts_amount_like_the_writes_endpoint(
+    driver, tenant_a, threshold_100
+):
+    forged = {
+        "op": "writes",
+        "thread_id": "t-1",
+        "checkpoint_id": "1",
+        "task_id": "x",
+        "writes": [{"idx": -3, "channel": "__interrupt__", "type": "json", "blob": ""}],
+        "interrupts": [
+            {"id": "i", "value": {"action": "refund", "amount": 0, "arguments": {"amount": 9999}}}
+        ],
+    }
+    response = steps(driver, [forged])
+    assert response.status_code == 400 and response.json()["code"] == "invalid_amount"
+    with tenant_scope(tenant_a.pk):
+        assert not ApprovalRequest.objects.exists()
+
+
+@pytest.mark.parametrize("who", ["admin", "member"])
+def test_a_signed_in_person_cannot_use_the_steps_door(client_for, who):
+    assert steps(client_for(who), [step_put("mine", "1")]).status_code == 401

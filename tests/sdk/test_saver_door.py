@@ -116,8 +116,8 @@ def test_steps_count_in_the_tenants_langgraph_bucket_across_its_keys(tenant_a, s
     second = factories.make_api_key(tenant_a, ["read", "write"]).raw
 
     two = post_steps(api(first), [put_op("t", "1"), put_op("t", "2")])
-    one = post_steps(api(second), [put_op("t", "3")])
-    refused = post_steps(api(second), [put_op("t", "4")])
+    one = post_steps(api(second), [put_op("u", "3")])  # its own thread: "t" is the first's
+    refused = post_steps(api(second), [put_op("u", "4")])
 
     assert two.status_code == one.status_code == 200
     assert refused.status_code == 429 and refused.json()["code"] == "rate_limited"
