@@ -343,6 +343,10 @@ def _put_params(
     step = step[:100]
     return {
         "next": next,
+        "on": graph_runs.names(next or []),
+        # The run's status judged in the statement itself (graph_runs.checkpoint_saved does
+        # the same in Python when an interrupt or an error may bear on it).
+        "fast": next is not None and not run.error,
         "source": str(metadata.get("source", "")),
         "tenant": principal.tenant.pk,
         "run": run.pk,
@@ -370,7 +374,7 @@ def _after_put(run: Run, params: dict[str, Any], row: tuple | None) -> None:
     stands now (graph_runs: its status follows the graph)."""
     if row is None:
         return
-    step_seq, event_seq, version, shown_id = row
+    step_seq, event_seq, version, shown_id, status, judged = row
     replaced = step_seq is None  # an id saved before, replaced in place: no new step
     if not replaced:
         run.step_seq, run.event_seq, run.version = step_seq, event_seq, version
@@ -379,6 +383,11 @@ def _after_put(run: Run, params: dict[str, Any], row: tuple | None) -> None:
             tenant_id=run.tenant_id, run_id=run.pk, kind="step.finished", seq=event_seq,
             step_seq=step_seq, **_step_event(params["step"]),
         )  # fmt: skip
+    if judged:  # the statement moved the run as graph_runs would have
+        if status != run.status:
+            run.status, run.waiting_for = status, ""
+            publish(tenant_id=run.tenant_id, run_id=run.pk, kind="run.status", status=status)
+        return
     # graph_runs hook: the run's status follows the graph.
     graph_runs.checkpoint_saved(
         run=run,

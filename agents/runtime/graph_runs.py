@@ -124,7 +124,7 @@ def checkpoint_saved(
     # would otherwise show a 0 ms attempt per checkpoint).
     shown = {"attempt": None, "started_at": None, "duration_ms": None}
     if next_nodes is not None:
-        shown["next_step"] = _names(next_nodes)
+        shown["next_step"] = names(next_nodes)
     Checkpoint.objects.for_tenant(run.tenant_id).filter(pk=shown_id).update(**shown)
     if checkpoint_ns == ROOT_NS:
         why = {"loop": RESUMED_OWN, "update": UPDATED}.get(source, MOVED_ON)
@@ -413,5 +413,6 @@ def _close(run: Run, which: Q, why: str) -> None:
         )
 
 
-def _names(nodes: list[str]) -> str:
+def names(nodes: list[str]) -> str:
+    """How the next nodes read as a step: "a, b" (at most 100 characters)."""
     return ", ".join(str(n) for n in nodes)[:100]
