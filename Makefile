@@ -16,7 +16,9 @@ run: $(STAMP)
 
 # Both run on TEST_WORKERS pytest-xdist workers, each on PostgreSQL and Redis of its own
 # (tests/parallel.py); PYTEST_ARGS="-n0" runs serially. `test-fast` leaves out the browser
-# (`e2e`) and process-starting (`slow`) tests: the loop to run while editing.
+# (`e2e`) and process-starting (`slow`) tests, and keeps each worker's test database for the
+# next run (new migrations are applied; PYTEST_ARGS=--create-db makes it afresh): the loop
+# to run while editing.
 TEST_WORKERS ?= 3
 TEST_RUN = AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
 	  $(PY) -m config.embedded exec -- $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
@@ -25,7 +27,7 @@ test: $(STAMP)
 	$(TEST_RUN) $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(TEST_RUN) -m "not e2e and not slow" $(PYTEST_ARGS)
+	$(TEST_RUN) -m "not e2e and not slow" --reuse-db $(PYTEST_ARGS)
 
 install: $(STAMP)
 
