@@ -1,4 +1,5 @@
-# AgentState: `make run` brings up the console, `make test` runs every test.
+# AgentState: `make run` brings up the console, `make test` runs every test (`make test-fast`
+# the quick ones).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -7,15 +8,26 @@ HOST ?= 127.0.0.1
 WEB_PORT ?= 8000
 export HOST WEB_PORT
 
-.PHONY: run test install lint fmt bench services-up services-down clean-var
+.PHONY: run test test-fast install lint fmt bench services-up services-down clean-var
 
 run: $(STAMP)
 	@DEBUG=$${DEBUG:-1} AGENTSTATE_DEMO=$${AGENTSTATE_DEMO:-1} \
 	  $(PY) -m config.embedded exec -- $(PY) -m config.run
 
+# Both run on TEST_WORKERS pytest-xdist workers, each on PostgreSQL and Redis of its own
+# (tests/parallel.py); PYTEST_ARGS="-n0" runs serially. `test-fast` leaves out the browser
+# (`e2e`) and process-starting (`slow`) tests, and keeps each worker's test database for the
+# next run (new migrations are applied; PYTEST_ARGS=--create-db makes it afresh): the loop
+# to run while editing.
+TEST_WORKERS ?= 3
+TEST_RUN = AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
+	  $(PY) -m config.embedded exec -- $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+
 test: $(STAMP)
-	AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
-	  $(PY) -m config.embedded exec -- $(PY) -m pytest $(PYTEST_ARGS)
+	$(TEST_RUN) $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(TEST_RUN) -m "not e2e and not slow" --reuse-db $(PYTEST_ARGS)
 
 install: $(STAMP)
 

@@ -106,6 +106,7 @@ AGENT_NAMES = (
 )
 
 
+@pytest.mark.slow  # starts `manage.py` processes
 def test_listing_the_module_replaces_the_demo_unless_the_demo_is_listed_too(
     folder,
     embedded_checkout,  # noqa: F811

@@ -16,6 +16,9 @@ import pytest
 from config import embedded
 from tenants.services import parse_api_key
 
+# Every test starts `manage.py` processes.
+pytestmark = pytest.mark.slow
+
 BASE_DIR = Path(__file__).resolve().parents[2]
 SERVICE_VARS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "AGENTSTATE_DEMO")
 

@@ -147,6 +147,17 @@ def step_sync(run: Run, **kwargs: Any):
 step = database_sync_to_async(step_sync)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _asgi_application():
+    """config.asgi imported before any test's call: its first import configures logging again,
+    which drops caplog's handler from the root logger (serially an earlier test imported it;
+    on an xdist worker a live test may be the first). The test process warms no model."""
+    from django.test import override_settings
+
+    with override_settings(MEMORY_WARM_QUERY_MODEL=False):
+        import config.asgi  # noqa: F401
+
+
 @pytest.fixture(autouse=True)
 def _no_queue(monkeypatch):
     """The engine's enqueue goes nowhere: tests drive runs by hand."""

@@ -24,6 +24,9 @@ from agents.live.broadcast import broadcast, flush, run_group, tenant_group
 from core.per_process import PerProcess
 from tests.live.conftest import WAIT, run_async
 
+# Starts redis-servers of its own (SpareRedis).
+pytestmark = pytest.mark.slow
+
 
 def event(run_id: str, seq: int, **fields) -> dict:
     return {

@@ -1,0 +1,72 @@
+"""Servers of its own for each pytest-xdist worker (`make test` runs the suite on `-n` workers).
+
+A pytest plugin (`-p tests.parallel` in pyproject's addopts): it runs before pytest-django loads
+the settings. A worker (gw0, gw1, ...) of a session on the embedded servers gets embedded
+PostgreSQL and Redis of its own under <var dir>/workers/<worker>, started here and stopped when
+it ends: its Celery broker queues, channel layer groups, rate-limit and liveness keys, test
+database and the outage tests that stop and restart the servers touch no other worker's. Given
+servers by URL instead (DATABASE_URL not the embedded one), a worker keeps them: pytest-django
+names its test database after it, and it takes a Redis database number of its own (Redis
+pub/sub is not per database, so the live groups are shared, told apart by their run ids).
+Either way the logs of its child processes go to a folder of its own.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+_started: dict[str, bool] = {}
+
+
+def _worker() -> str | None:
+    return os.environ.get("PYTEST_XDIST_WORKER")
+
+
+def _own_redis_db(url: str, worker: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss"):
+        return url  # a unix socket URL says its database in the query string: kept
+    return urlunsplit(parts._replace(path=f"/{int(worker.removeprefix('gw')) + 1}"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    worker = _worker()
+    if worker is None:
+        return
+    from config import embedded
+
+    base = Path(__file__).resolve().parents[1]
+    logs = Path(os.environ.get("AGENTSTATE_TEST_LOG_DIR") or base / "var" / "test-logs")
+    os.environ["AGENTSTATE_TEST_LOG_DIR"] = str(logs / worker)
+    on_embedded = os.environ.get("DATABASE_URL") == embedded.running_postgres_url() and (
+        os.environ.get("REDIS_URL") == embedded.running_redis_url()
+    )
+    if not on_embedded or not os.environ.get("DATABASE_URL"):
+        if os.environ.get("REDIS_URL"):
+            os.environ["REDIS_URL"] = _own_redis_db(os.environ["REDIS_URL"], worker)
+        return
+    os.environ["AGENTSTATE_VAR_DIR"] = str(embedded.var_dir() / "workers" / worker)
+    _started.update(embedded._status())
+    os.environ["DATABASE_URL"] = embedded.ensure_postgres()
+    os.environ["REDIS_URL"] = embedded.ensure_redis()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not _started:
+        return
+    import logging
+
+    from config import embedded
+
+    # Stop only what this worker started, as `python -m config.embedded exec` does. The
+    # session is over: its liveness thread's complaint that Redis went away is noise.
+    logging.getLogger("agents.runtime.liveness").disabled = True
+    if not _started["redis"]:
+        embedded.stop_redis()
+    if not _started["postgres"]:
+        embedded.stop_postgres()
