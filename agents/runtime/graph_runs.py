@@ -122,16 +122,17 @@ def checkpoint_saved(
     run on with a resume value), "update" (update_state), "input", "fork"."""
     # Its nodes ran elsewhere: no attempt or duration was measured here (pages and charts
     # would otherwise show a 0 ms attempt per checkpoint).
-    shown = {"attempt": None, "started_at": None, "duration_ms": None}
+    shown: dict[str, Any] = {"attempt": None, "started_at": None, "duration_ms": None}
+    on = names(next_nodes) if next_nodes is not None else ""
     if next_nodes is not None:
-        shown["next_step"] = names(next_nodes)
+        shown["next_step"] = on
     Checkpoint.objects.for_tenant(run.tenant_id).filter(pk=shown_id).update(**shown)
     if checkpoint_ns == ROOT_NS:
         why = {"loop": RESUMED_OWN, "update": UPDATED}.get(source, MOVED_ON)
         _close(run, Q(checkpoint_id__lt=checkpoint_id), why)
     # A new checkpoint is the thread's latest (LangGraph puts a thread's checkpoints in order,
     # with ids that grow); one saved again may not be, so that one is looked up.
-    latest = None if replaced else (checkpoint_id, shown.get("next_step", ""))
+    latest = None if replaced else (checkpoint_id, on)
     refresh(run, latest=latest)
 
 
