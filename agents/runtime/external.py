@@ -282,31 +282,11 @@ def external_checkpoint_put(*, principal: Principal, **fields: Any) -> ExternalC
     )
 
 
-def _checkpoint_put(
-    principal: Principal,
-    run: Run,
-    *,
-    thread_id: str,
-    checkpoint_ns: str,
-    checkpoint_id: str,
-    parent_checkpoint_id: str,
-    type: str,
-    blob: bytes,
-    metadata: dict[str, Any],
-    channel_versions: dict[str, Any],
-    blobs: list[dict[str, Any]],
-    preview: dict[str, Any],
-    step: str,
-    next: list[str] | None = None,
-) -> None:
+def _checkpoint_put(principal: Principal, run: Run, **fields: Any) -> None:
     """One statement (external_checkpoint_put.sql) on the locked run: values, checkpoint, its
-    readable Checkpoint, the run's position and its step.finished event."""
-    params = _put_params(
-        principal, run, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
-        checkpoint_id=checkpoint_id, parent_checkpoint_id=parent_checkpoint_id, type=type,
-        blob=blob, metadata=metadata, channel_versions=channel_versions, blobs=blobs,
-        preview=preview, step=step, next=next,
-    )  # fmt: skip
+    readable Checkpoint, the run's position and its step.finished event (the fields are
+    `_put_params`')."""
+    params = _put_params(principal, run, **fields)
     with connection.cursor() as cursor:
         cursor.execute(PUT_SQL, params)
         row = cursor.fetchone()
