@@ -83,9 +83,19 @@ _KEY_SQL = (
 )
 
 
+def _drop_if_dead() -> None:
+    """Django's once-per-request health check, which its cursors make and this hand-written
+    lookup would skip: a connection that died with a PostgreSQL restart is replaced here, not
+    answered as an outage. Not inside a pipeline (the steps door checks its own threads')."""
+    raw = connection.connection
+    if raw is not None and raw.info.pipeline_status == psycopg.pq.PipelineStatus.OFF:
+        connection.close_if_health_check_failed()
+
+
 def _key(tenant_id: uuid.UUID, key_hash: str) -> ApiKey | None:
     """The key of this tenant with this hash, its tenant loaded with it (as
     `ApiKey.objects.for_tenant(tenant_id).select_related("tenant").filter(key_hash=...)`)."""
+    _drop_if_dead()
     if settings.AGENTSTATE_PREPARED_STATEMENTS:
         # Prepared (planned once per connection), as the engine's statements are.
         connection.ensure_connection()

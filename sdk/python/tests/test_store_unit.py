@@ -189,7 +189,11 @@ def test_the_store_closes_the_client_it_made_and_works_as_a_context_manager(monk
 
 def test_the_async_context_manager_closes_too(monkeypatch):
     closed: list[bool] = []
-    monkeypatch.setattr(Client, "close", lambda self: closed.append(True))
+
+    async def aclose(self) -> None:
+        closed.append(True)
+
+    monkeypatch.setattr(Client, "aclose", aclose)
 
     async def scenario():
         async with AgentStateStore("https://agents.example", "ak_test"):
