@@ -1,9 +1,16 @@
 from __future__ import annotations
 
+import contextlib
+import time
+
 import pytest
+import redis
+from django.db import connection
 from django.test import Client
 
+from agents.runtime import queue
 from tenants.models import Role
+from tenants.redis_client import client as redis_client
 from tests import factories, processes
 from tests.processes import TEST_RATE_LIMIT
 
@@ -69,3 +76,36 @@ def console_url(django_db_setup, django_db_blocker):
     proc, url = processes.start_asgi("console")
     yield url
     proc.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_urgent_leftovers(settings):
+    """A message an earlier test left at URGENT in the broker (nobody consumes it here) would
+    end every slice of this one after its first step (agents/runtime/queue.py)."""
+    queue.urgent_waiting.cache_clear()
+    with contextlib.suppress(redis.RedisError):  # a test that stops Redis brings it back
+        redis_client().delete(queue.queue_keys(settings.CELERY_TASK_DEFAULT_QUEUE)[0])
+
+
+@pytest.fixture(autouse=True)
+def _quiet_database_before_flush(request, django_db_blocker):
+    """A transactional test's tables are emptied (TRUNCATE) when it ends; a server process
+    still answering its last request or pushing a live update holds locks TRUNCATE needs,
+    and PostgreSQL may settle that as a deadlock, failing the flush. Wait for them first (set
+    up after pytest-django's database fixture, so torn down before its flush)."""
+    yield
+    marker = request.node.get_closest_marker("django_db")
+    if marker is None or not marker.kwargs.get("transaction"):
+        return
+    with django_db_blocker.unblock():
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+                    " AND (state = 'active' OR state LIKE 'idle in transaction%%')"
+                )
+                if cursor.fetchone()[0] == 0:
+                    return
+            time.sleep(0.05)

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from typing import Any
 
 import kombu.exceptions
 import redis.exceptions
 from celery import current_app
+from django.conf import settings
+
+from tenants.redis_client import client
 
 logger = logging.getLogger(__name__)
 # What a send raises when the broker is down or restarting.
@@ -64,3 +68,32 @@ def enqueue_run(
 def queue_keys(queue: str) -> list[str]:
     """The Redis lists holding `queue`'s messages, one per priority step."""
     return [queue if p == 0 else f"{queue}\x06\x16{p}" for p in PRIORITY_STEPS]
+
+
+class _UrgentCheck:
+    """Whether a message waits at URGENT (a run taken back from a dead worker, a sweep): the
+    engine ends a long slice early for it (engine/runner.py), so a backlog of slices does not
+    keep a half-done run waiting. Asked of Redis at most every `every` seconds per process;
+    False when Redis does not answer (the slice then runs its length, as before)."""
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self._at = -every
+        self._answer = False
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if now - self._at >= self.every:
+            self._at = now
+            try:
+                urgent = queue_keys(settings.CELERY_TASK_DEFAULT_QUEUE)[0]
+                self._answer = bool(client().llen(urgent))
+            except redis.exceptions.RedisError:
+                self._answer = False
+        return self._answer
+
+    def cache_clear(self) -> None:
+        self._at, self._answer = -self.every, False
+
+
+urgent_waiting = _UrgentCheck(every=0.5)

@@ -9,7 +9,7 @@ from django.db import OperationalError, connection
 from django.utils import timezone
 from redis.exceptions import ConnectionError
 
-from agents.runtime import selectors
+from agents.runtime import queue, selectors
 from agents.runtime.engine import store
 from agents.runtime.models import (
     Checkpoint,
@@ -19,8 +19,10 @@ from agents.runtime.models import (
     StepAttempt,
     ToolCall,
 )
+from agents.runtime.queue import queue_keys
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
+from tenants.redis_client import client
 from tenants.scope import tenant_scope
 from tests.agents import agents_for_tests as t
 from tests.processes import wait_until
@@ -130,6 +132,27 @@ def test_a_used_up_time_slice_yields_to_the_queue_and_resumes_from_the_checkpoin
     assert step(run, worker="w2", slice_seconds=0).status == "queued"
     assert step(run, worker="w3", slice_seconds=0).status == "succeeded"
     assert dict(t.calls) == {"one": 1, "two": 1, "three": 1}  # no step ran twice
+    assert reload(run).output == {"trail": ["one", "two", "three"]}
+
+
+def test_a_long_slice_yields_between_steps_when_a_run_waits_at_urgent_priority(
+    start, step, reload, settings
+):
+    # A run taken back from a dead worker (or a sweep) waits at URGENT: a worker in the middle
+    # of a long slice lets it go first instead of holding the queue for the rest of its slice.
+    urgent = queue_keys(settings.CELERY_TASK_DEFAULT_QUEUE)[0]
+    redis = client()
+    redis.delete(urgent)
+    run = start("three_steps")
+    try:
+        redis.lpush(urgent, "{}")
+        queue.urgent_waiting.cache_clear()
+        first = step(run, slice_seconds=60)
+    finally:
+        redis.delete(urgent)
+    assert (first.steps, first.status) == (1, "queued")
+    queue.urgent_waiting.cache_clear()
+    assert step(run, worker="w2", slice_seconds=60).status == "succeeded"
     assert reload(run).output == {"trail": ["one", "two", "three"]}
 
 

@@ -31,6 +31,7 @@ from agents.runtime.engine.step_context import StepContext
 from agents.runtime.engine.step_writes import write_extras
 from agents.runtime.errors import INFRASTRUCTURE_ERRORS, AppError, StepError
 from agents.runtime.models import RunStatus
+from agents.runtime.queue import urgent_waiting
 
 logger = logging.getLogger(__name__)
 
@@ -173,7 +174,11 @@ class _Driver:
             except Exception as exc:  # noqa: BLE001 - every failure is recorded, none escapes
                 return self._handle_error(agent, exc, started_at, t0)
             failpoint("step.before_persist", self.step)
-            keep_going = transition.kind == "goto" and time.monotonic() < deadline
+            # A slice ends at its deadline, or sooner when a run taken back from a dead worker
+            # waits at URGENT (agents/runtime/queue.py): it goes first, not after the slices.
+            keep_going = (
+                transition.kind == "goto" and time.monotonic() < deadline and not urgent_waiting()
+            )
             try:
                 status = self._persist(ctx, transition, keep_going, started_at, t0)
             except _Fenced:
