@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -47,13 +48,17 @@ class KeyRefused(Exception):
     """Why a bearer token does not authenticate, in words safe to tell the caller."""
 
 
-def api_key_resolve(token: str) -> ApiKey:
+def api_key_resolve(token: str, *, along: Callable[[uuid.UUID, str], None] | None = None) -> ApiKey:
     """The active, unexpired key that `token` is (its last use recorded), or KeyRefused.
 
     The key names its tenant, so the lookup runs under that tenant's row-level security,
     activated for the rest of the current transaction. The REST API and the MCP server
     (memory/mcp/) both authenticate integrations' keys through here; a person's own MCP token
     is refused here (tenants/personal_tokens.py resolves it, for the MCP server only).
+
+    `along(tenant_id, key_hash)` queues statements of the caller's between the tenant's
+    activation and the key's lookup: in a pipeline, they travel in the same round trip (their
+    SQL must check the key itself, since it runs before the key is known to be good).
     """
     if is_personal(token):
         raise KeyRefused(PERSONAL_ELSEWHERE)
@@ -63,7 +68,10 @@ def api_key_resolve(token: str) -> ApiKey:
     tenant_hex, raw = parsed
     tenant_id = uuid.UUID(tenant_hex)
     scope.activate(tenant_id=tenant_id)
-    key = _key(tenant_id, api_key_hash(raw))
+    key_hash = api_key_hash(raw)
+    if along is not None:
+        along(tenant_id, key_hash)
+    key = _key(tenant_id, key_hash)
     if key is not None and key.user_id is not None:  # a person's token, whatever its prefix
         raise KeyRefused(PERSONAL_ELSEWHERE)
     if key is None or not key.is_active:

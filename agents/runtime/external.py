@@ -120,15 +120,62 @@ FIND_RUN_SQL = (
 )
 
 
-def _run(principal: Principal, thread_id: str, ns: str, *, create: bool) -> Run | None:
+# The same, sent along with the API key's lookup (tenants.api_auth.api_key_resolve) in its
+# round trip: it finds and locks nothing unless the key is an active integration key.
+FIND_RUN_FOR_KEY_SQL = (
+    FIND_RUN_SQL.replace(" ORDER BY", " AND EXISTS (SELECT 1 FROM tenants_apikey k"
+    " WHERE k.tenant_id = %(tenant)s AND k.key_hash = %(key_hash)s"
+    " AND k.revoked_at IS NULL AND k.user_id IS NULL) ORDER BY")
+)  # fmt: skip
+
+
+class RunsAhead:
+    """The runs of a batch's threads looked up ahead, in the round trip of the API key's
+    lookup (the steps door): `send` queues the statements in the connection's pipeline, `found`
+    reads their rows once the key has proved good."""
+
+    def __init__(self, ops: list[dict[str, Any]]) -> None:
+        self.places = list(
+            dict.fromkeys((op["thread_id"], op.get("checkpoint_ns", "")) for op in ops)
+        )
+        self._cursors: list[psycopg.Cursor] = []
+
+    def send(self, tenant_id: Any, key_hash: str) -> None:
+        pgconn = connection.connection
+        for thread_id, ns in self.places:
+            cursor = psycopg.Cursor(pgconn)
+            params = {"tenant": tenant_id, "thread": thread_id, "ns": ns, "key_hash": key_hash}
+            cursor.execute(
+                FIND_RUN_FOR_KEY_SQL, params, prepare=settings.AGENTSTATE_PREPARED_STATEMENTS
+            )
+            self._cursors.append(cursor)
+
+    def found(self) -> dict[tuple[str, str], tuple | None]:
+        return {
+            place: cursor.fetchone()
+            for place, cursor in zip(self.places, self._cursors, strict=True)
+        }
+
+
+def _run(
+    principal: Principal,
+    thread_id: str,
+    ns: str,
+    *,
+    create: bool,
+    ahead: dict[tuple[str, str], tuple | None] | None = None,
+) -> Run | None:
     """The run of (thread, namespace), locked with its session; made on the first write when
-    `create`."""
+    `create`. `ahead`: rows of FIND_RUN_SQL already fetched (RunsAhead)."""
     # Every step after a thread's first: the run and its session found and locked in one
     # statement written by hand (a round trip fewer than through _session, and no query to
     # compile: what the ORM would do with .select_related("session").select_for_update()).
     params = {"tenant": principal.tenant.pk, "thread": thread_id, "ns": ns}
     check_writer(principal)
-    row = _send_all([(FIND_RUN_SQL, params)], wanted={0})[0]
+    if ahead is not None and ahead.get((thread_id, ns)) is not None:
+        row = ahead[(thread_id, ns)]
+    else:
+        row = _send_all([(FIND_RUN_SQL, params)], wanted={0})[0]
     if row is not None:
         found = rows.instance(Run, row[: rows.width(Run)])
         found.session = rows.instance(AgentSession, row[rows.width(Run) :])
@@ -163,19 +210,23 @@ WRITES_SQL = sql.load("agents.runtime", "external_writes_put")
 # Nested in the caller's transaction without a savepoint (two round trips fewer per step):
 # a failure rolls back the caller's whole transaction, which is what the door wants.
 @transaction.atomic(savepoint=False)
-def external_steps(*, principal: Principal, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def external_steps(
+    *, principal: Principal, ops: list[dict[str, Any]], ahead: RunsAhead | None = None
+) -> list[dict[str, Any]]:
     """Apply a batch of the saver's calls in order, in one transaction: checkpoints
     (`op: "put"`, the fields of external_checkpoint_put) and a task's pending writes (`op:
     "writes"`, the fields of external_writes_put). What a graph saves per step arrives as one
     batch; each (thread, namespace) is looked up and locked once per batch, and the batch's
-    statements travel to the database together (one round trip)."""
+    statements travel to the database together (one round trip). `ahead`: the runs already
+    looked up with the API key."""
     check_writer(principal)
+    found_ahead = ahead.found() if ahead is not None else None
     runs: dict[tuple[str, str], Run] = {}
     steps: list[tuple[Run, dict[str, Any]]] = []
     for op in ops:
         place = (op["thread_id"], op.get("checkpoint_ns", ""))
         if place not in runs:
-            found = _run(principal, place[0], place[1], create=True)
+            found = _run(principal, place[0], place[1], create=True, ahead=found_ahead)
             assert found is not None
             runs[place] = found
         steps.append((runs[place], op))

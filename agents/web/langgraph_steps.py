@@ -70,11 +70,13 @@ def answer(authorization: str, body: bytes) -> tuple[int, dict[str, Any], dict[s
         ops = parse_ops(body)
         steps = sum(1 for op in ops if op["op"] == "put") or 1
         with transaction_scope():
+            ahead = external.RunsAhead(ops)
             try:
-                # Pipelined: the tenant setting and the key's lookup in one round trip.
+                # Pipelined: the tenant setting, the key's lookup and the batch's runs (found
+                # and locked only for a good key) in one round trip.
                 connection.ensure_connection()
                 with connection.wrap_database_errors, connection.connection.pipeline():
-                    key = api_key_resolve(token.strip())
+                    key = api_key_resolve(token.strip(), along=ahead.send)
             except KeyRefused as exc:
                 raise Refused(401, "unauthenticated", str(exc)) from None
             principal = Principal.for_api_key(key, key.tenant)
@@ -82,7 +84,7 @@ def answer(authorization: str, body: bytes) -> tuple[int, dict[str, Any], dict[s
                 raise Refused(403, "permission_denied", "This API key lacks the 'write' scope.")
             throttling.count_call(principal, LANGGRAPH, steps)
             acting = principal
-            saved = external.external_steps(principal=principal, ops=ops)
+            saved = external.external_steps(principal=principal, ops=ops, ahead=ahead)
         return 200, {"saved": saved}, {}
     except ThreadDrivenElsewhere as exc:  # the batch rolled back; the attempt is kept
         _audit_refusal(acting, ops, exc)

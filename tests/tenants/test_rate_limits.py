@@ -16,7 +16,7 @@ from agents.runtime.models import Run
 from tenants import throttling
 from tenants.models import AuditEvent, Role, Tenant
 from tenants.principal import Principal
-from tenants.rates import BUCKETS, Rate, parse_rate
+from tenants.rates import BUCKETS, LANGGRAPH, Rate, parse_rate
 from tenants.scope import system_scope, tenant_scope
 from tests import factories
 
@@ -290,3 +290,31 @@ def test_the_command_refuses_a_bad_rate_and_changes_nothing(tenant_a, args):
 def test_the_command_refuses_an_unknown_tenant(db):
     with pytest.raises(CommandError, match="No tenant"):
         call_command("tenant_rate_limits", "nope", stdout=io.StringIO())
+
+
+def test_a_busy_per_tenant_bucket_is_counted_in_blocks_and_never_lets_a_tenant_past_its_limit(
+    settings, writer, monkeypatch
+):
+    # A graph's every step is a call: the langgraph bucket (per tenant) is counted a hundredth
+    # of its limit at a time, so most steps cost no round trip to Redis.
+    settings.API_RATE_LIMIT_LANGGRAPH = "1000/hour"
+    principal = Principal.for_api_key(writer.key, writer.key.tenant)
+    asked = []
+    count = throttling._count
+    monkeypatch.setattr(throttling, "_count", lambda *a, **kw: asked.append(a) or count(*a, **kw))
+    for _ in range(995):
+        throttling.count_call(principal, LANGGRAPH)
+    throttling.count_call(principal, LANGGRAPH, 5)  # a batch of five steps: the last units
+    with pytest.raises(throttling.RateLimited) as refused:
+        throttling.count_call(principal, LANGGRAPH)
+    assert "1000 per hour langgraph requests for this tenant" in str(refused.value.detail)
+    assert len(asked) <= 1000 // 10 + 2  # blocks of ten, not a count per call
+
+
+def test_a_small_per_tenant_limit_is_counted_call_by_call(settings, writer):
+    settings.API_RATE_LIMIT_LANGGRAPH = "150/hour"  # under 200: no blocks
+    principal = Principal.for_api_key(writer.key, writer.key.tenant)
+    for _ in range(150):
+        throttling.count_call(principal, LANGGRAPH)
+    with pytest.raises(throttling.RateLimited):
+        throttling.count_call(principal, LANGGRAPH)
