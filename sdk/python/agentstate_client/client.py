@@ -1,25 +1,31 @@
 """The REST API with an API key: JSON in and out, errors as `AgentStateError` with the API's
 stable code, an Idempotency-Key on every write so a retried request changes nothing twice.
 
-Connections are kept alive (one pool per client, sync and async). A request that meets a
-rate limit (429) waits as long as `Retry-After` says, and one that cannot reach the server
-(connection refused or dropped, 503) is sent again after a short growing pause, each at most
-`retries` times and `retry_budget` seconds in all; the same Idempotency-Key rides along, and
-the saver's calls are idempotent by themselves (a checkpoint by its id, a write by its
-checkpoint, task and index). Use it as a context manager, or `close()` / `aclose()` it.
+Connections are kept alive (one pool per client, sync and async). Sync calls go through
+urllib3, which costs a fraction of httpx's time per request (a graph pays it every step);
+async calls and a given `transport` (tests pass httpx's MockTransport) go through httpx.
+A request that meets a rate limit (429) waits as long as `Retry-After` says, and one that
+cannot reach the server (connection refused or dropped, 503) is sent again after a short
+growing pause, each at most `retries` times and `retry_budget` seconds in all; the same
+Idempotency-Key rides along, and the saver's calls are idempotent by themselves (a checkpoint
+by its id, a write by its checkpoint, task and index). Use it as a context manager, or
+`close()` / `aclose()` it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import http
 import json
 import random
 import time
 import uuid
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 import httpx
+import urllib3
 
 RETRY_STATUSES = (429, 502, 503, 504)
 
@@ -54,9 +60,16 @@ class Client:
         self.retries = retries
         self.retry_budget = retry_budget
         self.requests_sent = 0  # every attempt, retries included
+        self.answers: dict[int, int] = {}  # how many answers of each status, retries included
         self._http = httpx.Client(
             base_url=self._base, headers=self._headers, timeout=timeout, transport=transport
         )
+        self._pool: urllib3.HTTPConnectionPool | None = None
+        if transport is None:
+            self._pool = urllib3.connection_from_url(
+                self._base, maxsize=8, timeout=urllib3.Timeout(connect=timeout, read=timeout)
+            )
+        self._path = urlsplit(self._base).path
         # An async client belongs to the event loop that first used it.
         self._ahttp: httpx.AsyncClient | None = None
         self._aloop: asyncio.AbstractEventLoop | None = None
@@ -65,6 +78,8 @@ class Client:
 
     def close(self) -> None:
         self._http.close()
+        if self._pool is not None:
+            self._pool.close()
         if self._ahttp is not None and self._aloop is not None and not self._aloop.is_closed():
             if self._aloop.is_running():
                 self._aloop.create_task(self._ahttp.aclose())
@@ -108,17 +123,35 @@ class Client:
         while True:
             self.requests_sent += 1
             try:
-                response = self._http.request(method, path, headers=headers, **kwargs)
-            except httpx.TransportError as exc:
+                response = self._request(method, path, headers, **kwargs)
+            except (httpx.TransportError, urllib3.exceptions.HTTPError) as exc:
                 pause = self._pause(attempt, started, None)
                 if pause is None:
                     raise AgentStateError("unavailable", str(exc), 0) from exc
             else:
+                self.answers[response.status_code] = self.answers.get(response.status_code, 0) + 1
                 pause = self._retry_after(response, attempt, started)
                 if pause is None:
                     return _answer(response)
             time.sleep(pause)
             attempt += 1
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        *,
+        params: dict[str, Any] | None = None,
+        content: bytes | None = None,
+    ) -> httpx.Response | _Answer:
+        if self._pool is None:
+            return self._http.request(method, path, headers=headers, params=params, content=content)
+        url = self._path + path + ("?" + _query(params) if params else "")
+        raw = self._pool.urlopen(
+            method, url, body=content, headers={**self._headers, **headers}, retries=False
+        )
+        return _Answer(raw.status, raw.headers, raw.data)
 
     # --- async ------------------------------------------------------------------------------
 
@@ -155,6 +188,7 @@ class Client:
                 if pause is None:
                     raise AgentStateError("unavailable", str(exc), 0) from exc
             else:
+                self.answers[response.status_code] = self.answers.get(response.status_code, 0) + 1
                 pause = self._retry_after(response, attempt, started)
                 if pause is None:
                     return _answer(response)
@@ -163,7 +197,9 @@ class Client:
 
     # --- retries ----------------------------------------------------------------------------
 
-    def _retry_after(self, response: httpx.Response, attempt: int, started: float) -> float | None:
+    def _retry_after(
+        self, response: httpx.Response | _Answer, attempt: int, started: float
+    ) -> float | None:
         if response.status_code not in RETRY_STATUSES:
             return None
         asked = None
@@ -194,7 +230,49 @@ def _headers(write: bool, kwargs: dict[str, Any]) -> dict[str, str]:
     return headers
 
 
-def _answer(response: httpx.Response) -> Any:
+class _Answer:
+    """A urllib3 response, read, with the parts of httpx.Response the client uses."""
+
+    __slots__ = ("status_code", "headers", "content")
+
+    def __init__(self, status: int, headers: Any, content: bytes) -> None:
+        self.status_code, self.headers, self.content = status, headers, content
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status_code < 300
+
+    @property
+    def reason_phrase(self) -> str:
+        try:
+            return http.HTTPStatus(self.status_code).phrase
+        except ValueError:
+            return ""
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+def _query(params: dict[str, Any]) -> str:
+    """Query parameters as httpx encodes them (lists repeated, booleans in lower case)."""
+    pairs = []
+    for name, value in params.items():
+        for item in value if isinstance(value, list | tuple) else [value]:
+            pairs.append((name, _text(item)))
+    return urlencode(pairs)
+
+
+def _text(value: Any) -> str:
+    if value is None or isinstance(value, bool):
+        return {None: "", True: "true", False: "false"}[value]
+    return str(value)
+
+
+def _answer(response: httpx.Response | _Answer) -> Any:
     if response.is_success and (response.status_code == 204 or not response.content):
         return None
     try:
