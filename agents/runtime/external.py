@@ -125,7 +125,8 @@ FIND_RUN_SQL = (
 FIND_RUN_FOR_KEY_SQL = (
     FIND_RUN_SQL.replace(" ORDER BY", " AND EXISTS (SELECT 1 FROM tenants_apikey k"
     " WHERE k.tenant_id = %(tenant)s AND k.key_hash = %(key_hash)s"
-    " AND k.revoked_at IS NULL AND k.user_id IS NULL) ORDER BY")
+    " AND k.revoked_at IS NULL AND k.user_id IS NULL"
+    " AND (k.expires_at IS NULL OR k.expires_at > now())) ORDER BY")
 )  # fmt: skip
 
 
@@ -139,6 +140,7 @@ class RunsAhead:
             dict.fromkeys((op["thread_id"], op.get("checkpoint_ns", "")) for op in ops)
         )
         self._cursors: list[psycopg.Cursor] = []
+        self._found: dict[tuple[str, str], tuple | None] | None = None
 
     def send(self, tenant_id: Any, key_hash: str) -> None:
         pgconn = connection.connection
@@ -151,10 +153,17 @@ class RunsAhead:
             self._cursors.append(cursor)
 
     def found(self) -> dict[tuple[str, str], tuple | None]:
-        return {
-            place: cursor.fetchone()
-            for place, cursor in zip(self.places, self._cursors, strict=True)
-        }
+        if self._found is None:
+            self._found = {
+                place: cursor.fetchone()
+                for place, cursor in zip(self.places, self._cursors, strict=True)
+            }
+        return self._found
+
+    def prove_key(self) -> bool:
+        """Whether every thread's run was found: each statement finds it only for an active,
+        unexpired integration key of the hash it was given, so that key is good now."""
+        return bool(self._cursors) and all(row is not None for row in self.found().values())
 
 
 def _run(

@@ -20,6 +20,7 @@ import binascii
 import json
 import logging
 import math
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -36,6 +37,7 @@ from tenants import outage, scope, throttling
 from tenants.api_auth import KeyRefused, api_key_resolve
 from tenants.audit import audit_record
 from tenants.errors import AppError
+from tenants.models import ApiKey
 from tenants.principal import Principal
 from tenants.rates import LANGGRAPH
 from tenants.scope import transaction_scope
@@ -70,14 +72,26 @@ def answer(authorization: str, body: bytes) -> tuple[int, dict[str, Any], dict[s
         ops = parse_ops(body)
         steps = sum(1 for op in ops if op["op"] == "put") or 1
         with transaction_scope():
+            token = token.strip()
             ahead = external.RunsAhead(ops)
+            known = _recent.get(token)
             try:
                 # Pipelined: the tenant setting, the key's lookup and the batch's runs (found
-                # and locked only for a good key) in one round trip.
+                # and locked only for a good key) in one round trip. A key this process knows
+                # from a moment ago is not read again when the runs' statements prove it
+                # good; otherwise (a thread's first step, a key revoked since) it is.
                 connection.ensure_connection()
                 with connection.wrap_database_errors, connection.connection.pipeline():
-                    key = api_key_resolve(token.strip(), along=ahead.send)
+                    if known is None:
+                        key = api_key_resolve(token, along=ahead.send)
+                    else:
+                        scope.activate(tenant_id=known.tenant_id)
+                        ahead.send(known.tenant_id, known.key_hash)
+                if known is not None:
+                    key = known if ahead.prove_key() else api_key_resolve(token)
+                _recent.keep(token, key)
             except KeyRefused as exc:
+                _recent.forget(token)
                 raise Refused(401, "unauthenticated", str(exc)) from None
             principal = Principal.for_api_key(key, key.tenant)
             if not principal.can("write"):
@@ -101,6 +115,39 @@ def answer(authorization: str, body: bytes) -> tuple[int, dict[str, Any], dict[s
         if outage.is_outage(exc):
             return 503, {"code": "unavailable", "message": outage.MESSAGE}, {"Retry-After": "1"}
         raise
+
+
+class _RecentKeys:
+    """API keys this process resolved in the last KEY_REUSE_SECONDS, by token (at most
+    KEYS_KEPT). Only the steps door reuses one, and only once the batch's own statements
+    proved the key active, unexpired and an integration's (external.RunsAhead): a revoked
+    key is refused at its next step. A key's scopes never change; its tenant's settings (rate
+    overrides) are read again when it is."""
+
+    KEY_REUSE_SECONDS = 10.0
+    KEYS_KEPT = 1024
+
+    def __init__(self) -> None:
+        self._keys: dict[str, tuple[ApiKey, float]] = {}
+
+    def get(self, token: str) -> ApiKey | None:
+        found = self._keys.get(token)
+        if found is None or time.monotonic() - found[1] > self.KEY_REUSE_SECONDS:
+            return None
+        return found[0]
+
+    def keep(self, token: str, key: ApiKey) -> None:
+        if token in self._keys and self._keys[token][0] is key:
+            return  # reused: its time is when it was read
+        if len(self._keys) >= self.KEYS_KEPT:
+            self._keys.clear()
+        self._keys[token] = (key, time.monotonic())
+
+    def forget(self, token: str) -> None:
+        self._keys.pop(token, None)
+
+
+_recent = _RecentKeys()
 
 
 def _audit_refusal(principal: Principal, ops: list[dict[str, Any]], exc: AppError) -> None:

@@ -5,6 +5,7 @@ stable codes, and state values as large as PostgresSaver takes."""
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import operator
 import uuid
@@ -14,10 +15,11 @@ import httpx
 import pytest
 from agentstate_client import AgentStateError, AgentStateSaver, Client
 from django.test import Client as DjangoClient
+from django.utils import timezone
 from langgraph.graph import END, START, StateGraph
 
 from agents.runtime.models import Checkpoint, ExternalCheckpoint, ExternalWrite, Run
-from tenants.models import Tenant
+from tenants.models import ApiKey, Tenant
 from tenants.scope import tenant_scope
 from tests import factories
 
@@ -102,6 +104,29 @@ def test_the_saver_waits_out_the_tenants_step_rate_and_the_graph_never_sees_a_42
 
     assert result["i"] == 24
     assert answers.get(429, 0) >= 1  # the limit was met, and waited out
+
+
+def test_a_key_revoked_or_expired_between_two_steps_is_refused_at_the_next_one(tenant_a):
+    # The door reuses a key it read a moment ago, but only once the step's own statements
+    # proved it still active and unexpired: revoking takes effect at the very next step.
+    made = factories.make_api_key(tenant_a, ["read", "write"])
+    other = factories.make_api_key(tenant_a, ["read", "write"])
+    for first, end in ((made, "revoke"), (other, "expire")):
+        thread = f"t-{end}"
+        assert post_steps(api(first.raw), [put_op(thread, "1")]).status_code == 200
+        assert post_steps(api(first.raw), [put_op(thread, "2")]).status_code == 200
+        with tenant_scope(tenant_a.pk):
+            change = (
+                {"revoked_at": timezone.now()}
+                if end == "revoke"
+                else {"expires_at": timezone.now() - dt.timedelta(seconds=1)}
+            )
+            ApiKey.objects.filter(pk=first.key.pk).update(**change)
+        refused = post_steps(api(first.raw), [put_op(thread, "3")])
+        assert refused.status_code == 401 and refused.json()["code"] == "unauthenticated"
+        with tenant_scope(tenant_a.pk):
+            saved = ExternalCheckpoint.objects.filter(thread_id=thread)
+            assert sorted(saved.values_list("checkpoint_id", flat=True)) == ["1", "2"]
 
 
 def test_steps_count_in_the_tenants_langgraph_bucket_across_its_keys(tenant_a, settings):
