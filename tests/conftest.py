@@ -84,7 +84,7 @@ def _no_urgent_leftovers(settings):
     end every slice of this one after its first step (agents/runtime/queue.py)."""
     queue.urgent_waiting.cache_clear()
     with contextlib.suppress(redis.RedisError):  # a test that stops Redis brings it back
-        redis_client().delete(queue.queue_keys(settings.CELERY_TASK_DEFAULT_QUEUE)[0])
+        redis_client().delete(queue.queue_keys(settings.AGENTSTATE_QUEUE_NAME)[0])
 
 
 @pytest.fixture(autouse=True)

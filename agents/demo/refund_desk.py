@@ -18,10 +18,7 @@ from decimal import Decimal, InvalidOperation
 from django.conf import settings
 
 from agents.demo.payments import auth_header
-from agents.runtime.definitions import RunSummary
-from agents.runtime.errors import ToolFailed, ToolUnavailable
-from agents.runtime.tool_agents import ToolAgent
-from agents.runtime.tools import tool
+from agents.runtime import RunSummary, ToolAgent, ToolFailed, ToolUnavailable, register, tool
 
 BILLING = {
     # Deterministic history: every customer was charged twice for A-1001.
@@ -152,25 +149,27 @@ INSTRUCTIONS = (
     "instructions."
 )
 
-refund_desk = ToolAgent(
-    name="refund_desk",
-    version=2,
-    description="Customer service: checks billing, refunds duplicate charges, asks a manager "
-    "above the approval threshold.",
-    instructions=INSTRUCTIONS,
-    tools=["billing_history", "issue_refund"],
-    max_turns=6,
-    approval_when=_needs_a_manager,
-    input_context=["customer"],
-    # What the customer says about themselves ("contact me by email") is remembered with the
-    # first step: by the model's memory tools, or offline by patterns (memory/extraction.py).
-    extract_memory=True,
-    # Recalled for every model call, so the confirmation goes where the customer asked even
-    # when this request does not mention it.
-    memory_query="How does the customer prefer to be contacted?",
-    summary=summarize_refund,
-    currency="USD",
-).register()
+refund_desk = register(
+    ToolAgent(
+        name="refund_desk",
+        version=2,
+        description="Customer service: checks billing, refunds duplicate charges, asks a manager "
+        "above the approval threshold.",
+        instructions=INSTRUCTIONS,
+        tools=[billing_history, issue_refund],
+        max_turns=6,
+        approval_when=_needs_a_manager,
+        input_context=["customer"],
+        # What the customer says about themselves ("contact me by email") is remembered with the
+        # first step: by the model's memory tools, or offline by patterns (memory/extraction.py).
+        extract_memory=True,
+        # Recalled for every model call, so the confirmation goes where the customer asked even
+        # when this request does not mention it.
+        memory_query="How does the customer prefer to be contacted?",
+        summary=summarize_refund,
+        currency="USD",
+    )
+)
 # What the chat says while a step calls each tool (agents/web/chat_pages.progress_words).
 refund_desk.progress_words = {
     "billing_history": "checking your billing",

@@ -1,15 +1,20 @@
 """How an agent is written: a named, versioned graph of step functions.
 
+    from agents.runtime import Agent, StepContext, Transition, goto, register
+
     refund = Agent("refund", version=1, first="lookup")
 
     @refund.step
     def lookup(ctx: StepContext) -> Transition:
-        history = ctx.tools.call("billing_history", customer=ctx.run_input["customer"])
-        return goto("decide", history=history)
+        history = ctx.tools.call(billing_history, customer=ctx.run_input["customer"])
+        return goto(decide, history=history)
+
+    register(refund)
 
 A step reads `ctx.state` and returns one transition: `goto`, `finish`, `fail`,
 `wait_for_approval`, `sleep_until` or `wait_for_event`; its keyword arguments are merged
-into the state. Steps must be deterministic given their state and inputs; anything with a
+into the state; a step or a tool is named by its function (or by its name). Steps must be
+deterministic given their state and inputs; anything with a
 side effect goes through `ctx.tools`, whose ledger makes a replay return the first result.
 """
 
@@ -20,7 +25,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents.runtime.errors import UnknownAgent, UnknownStep
 
@@ -49,9 +54,19 @@ class Transition:
     event: str = ""
 
 
-def goto(step: str, **update: Any) -> Transition:
+def step_name(step: str | Callable[..., Any]) -> str:
+    """The name a step goes by: given, or its function's (as `Agent.step` registers it)."""
+    if isinstance(step, str):
+        return step
+    name = getattr(step, "__name__", "")
+    if not name or not name.isidentifier():
+        raise ValueError(f"A step is a named function or its name, not {step!r}.")
+    return name
+
+
+def goto(step: str | StepFunction, **update: Any) -> Transition:
     """Continue with `step`."""
-    return Transition("goto", next_step=step, update=update)
+    return Transition("goto", next_step=step_name(step), update=update)
 
 
 def finish(output: Any = None, **update: Any) -> Transition:
@@ -68,7 +83,7 @@ def wait_for_approval(
     *,
     action: str,
     arguments: dict[str, Any],
-    then: str,
+    then: str | StepFunction,
     reason: str = "",
     amount: float | None = None,
     due_in: dt.timedelta | None = None,
@@ -82,17 +97,17 @@ def wait_for_approval(
         "amount": amount,
         "due_in": due_in,
     }
-    return Transition("approval", next_step=then, update=update, approval=approval)
+    return Transition("approval", next_step=step_name(then), update=update, approval=approval)
 
 
-def sleep_until(when: dt.datetime, *, then: str, **update: Any) -> Transition:
+def sleep_until(when: dt.datetime, *, then: str | StepFunction, **update: Any) -> Transition:
     """Pause until `when` (no worker is held); then run `then`."""
-    return Transition("timer", next_step=then, update=update, wake_at=when)
+    return Transition("timer", next_step=step_name(then), update=update, wake_at=when)
 
 
-def wait_for_event(name: str, *, then: str, **update: Any) -> Transition:
+def wait_for_event(name: str, *, then: str | StepFunction, **update: Any) -> Transition:
     """Pause until an event `name` is posted to the run; `then` runs with `ctx.event`."""
-    return Transition("event", next_step=then, update=update, event=name)
+    return Transition("event", next_step=step_name(then), update=update, event=name)
 
 
 @dataclass
@@ -176,8 +191,12 @@ class Agent:
     steps: dict[str, StepFunction] = field(default_factory=dict)
 
     def step(self, fn: StepFunction) -> StepFunction:
-        """Decorator: register `fn` as a step named after the function."""
-        self.steps[fn.__name__] = fn
+        """Decorator: register `fn` as a step named after the function (a second function of
+        that name is refused)."""
+        name = step_name(fn)
+        if self.steps.get(name, fn) is not fn:
+            raise ValueError(f"Agent {self.name!r} already has a step {name!r}.")
+        self.steps[name] = fn
         return fn
 
     def get_step(self, name: str) -> StepFunction:
@@ -223,10 +242,24 @@ class Agent:
 _REGISTRY: dict[str, Agent] = {}
 
 
-def register(agent: Agent) -> Agent:
-    """Make `agent` runnable by name. Registering the same name twice replaces it."""
+class Builds(Protocol):
+    """What builds an Agent (a ToolAgent): registered as the Agent it builds."""
+
+    def build(self) -> Agent: ...
+
+
+def register(agent: Agent | Builds, *, replace: bool = False) -> Agent:
+    """Make `agent` (an Agent, or a ToolAgent) runnable by its name; the one way to register.
+    Another agent under a name already taken is refused unless `replace`."""
+    if not isinstance(agent, Agent):
+        agent = agent.build()
     if agent.first not in agent.steps:
         raise ValueError(f"agent {agent.name!r}: first step {agent.first!r} is not defined")
+    if not replace and _REGISTRY.get(agent.name, agent) is not agent:
+        raise ValueError(
+            f"An agent named {agent.name!r} is already registered; give this one another name,"
+            " or register it with replace=True."
+        )
     _REGISTRY[agent.name] = agent
     return agent
 

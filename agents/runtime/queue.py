@@ -86,7 +86,7 @@ class _UrgentCheck:
         if now - self._at >= self.every:
             self._at = now
             try:
-                urgent = queue_keys(settings.CELERY_TASK_DEFAULT_QUEUE)[0]
+                urgent = queue_keys(str(settings.AGENTSTATE_QUEUE_NAME))[0]
                 self._answer = bool(client().llen(urgent))
             except redis.exceptions.RedisError:
                 self._answer = False

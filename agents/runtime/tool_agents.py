@@ -1,11 +1,11 @@
 """Tool-calling agents: declare instructions, tools and a turn limit; the engine runs the loop.
 
-    support = ToolAgent(
+    support = register(ToolAgent(
         name="support",
         instructions="You are a refund desk. Look up billing before refunding.",
-        tools=["billing_history", "issue_refund"],
+        tools=[billing_history, issue_refund],  # the @tool functions, or their names
         max_turns=6,
-    ).register()
+    ))
 
 The loop is two steps of an ordinary `Agent`, so everything the engine guarantees holds:
 
@@ -49,13 +49,12 @@ from agents.runtime.definitions import (
     Transition,
     finish,
     goto,
-    register,
     wait_for_approval,
 )
 from agents.runtime.engine.step_context import StepContext
 from agents.runtime.errors import ToolFailed
 from agents.runtime.llm import ChatModel
-from agents.runtime.tools import Tool, get_tool
+from agents.runtime.tools import Tool, get_tool, tool_name
 from tenants.scope import tenant_scope
 
 # The approvals app answers "does a policy of this tenant cover this action?" when installed.
@@ -67,12 +66,12 @@ TURN_LIMIT_REPLY = "I could not finish this within the steps I am allowed; a per
 class ToolAgent:
     name: str
     instructions: str
-    tools: Sequence[str] = ()
+    tools: Sequence[str | Callable[..., Any]] = ()
     max_turns: int = 8
     version: int = 1
     description: str = ""
     # Tools that always wait for a person, whatever the tenant's policies say.
-    approval_required: Sequence[str] = ()
+    approval_required: Sequence[str | Callable[..., Any]] = ()
     # A call (tool name, validated arguments) waits for a person when this returns True, besides
     # `approval_required` and the tenant's policies (e.g. a refund above an amount).
     approval_when: Callable[[str, dict[str, Any]], bool] | None = None
@@ -94,8 +93,14 @@ class ToolAgent:
     summary: SummaryFunction | None = None
     currency: str = ""
 
+    def __post_init__(self) -> None:
+        # Tools given by their functions go by their names from here on.
+        self.tools = self._tool_names = [tool_name(t) for t in self.tools]
+        self.approval_required = [tool_name(t) for t in self.approval_required]
+
     def build(self) -> Agent:
-        """The engine's Agent running this loop (two steps: model, tools)."""
+        """The engine's Agent running this loop (two steps: model, tools); `register(desk)`
+        registers it."""
         agent = Agent(
             name=self.name,
             version=self.version,
@@ -108,9 +113,6 @@ class ToolAgent:
         agent.steps["model"] = self._model_step
         agent.steps["tools"] = self._tools_step
         return agent
-
-    def register(self) -> Agent:
-        return register(self.build())
 
     # --- the model's turn -------------------------------------------------------------------
 
@@ -156,7 +158,7 @@ class ToolAgent:
         )
 
     def _context(self, ctx: StepContext, request: str) -> tuple[list[dict], list[dict]]:
-        tools = [t for t in (_lookup(name) for name in self.tools) if t is not None]
+        tools = [t for t in (_lookup(name) for name in self._tool_names) if t is not None]
         data = self._input_data(ctx)
         pack = getattr(ctx, "pack", None)
         if pack is None:  # conversations not installed: instructions and the request
@@ -231,9 +233,9 @@ class ToolAgent:
 
     def _check(self, call: dict[str, Any]) -> tuple[Tool | None, str]:
         """The tool a call names and an empty string, or None and what is wrong (for the model)."""
-        tool = _lookup(call["name"]) if call["name"] in self.tools else None
+        tool = _lookup(call["name"]) if call["name"] in self._tool_names else None
         if tool is None:
-            offered = ", ".join(self.tools) or "none"
+            offered = ", ".join(self._tool_names) or "none"
             return None, f"There is no tool named {call['name']!r}. Tools: {offered}."
         if not isinstance(call["arguments"], dict):
             return None, f"The arguments of {tool.name} must be a JSON object."

@@ -30,6 +30,7 @@ class Tool:
 
 
 _TOOLS: dict[str, Tool] = {}
+_NAMES: dict[Callable[..., Any], str] = {}  # a tool's function: its name
 
 
 def tool(
@@ -42,6 +43,10 @@ def tool(
     """Decorator registering a tool. A side-effecting tool receives `idempotency_key=`."""
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        known = _TOOLS.get(name or fn.__name__)
+        if known is not None and _origin(known.fn) != _origin(fn):
+            raise ValueError(f"A tool named {known.name!r} is already registered.")
+        _NAMES[fn] = name or fn.__name__
         _TOOLS[name or fn.__name__] = Tool(
             name=name or fn.__name__,
             fn=fn,
@@ -54,7 +59,23 @@ def tool(
     return register
 
 
-def get_tool(name: str) -> Tool:
+def _origin(fn: Callable[..., Any]) -> tuple[str, str]:
+    # The same function imported again (a reloaded module) is not a second tool.
+    return getattr(fn, "__module__", ""), getattr(fn, "__qualname__", repr(fn))
+
+
+def tool_name(ref: str | Callable[..., Any]) -> str:
+    """The name of a tool given by name or by its decorated function."""
+    if isinstance(ref, str):
+        return ref
+    try:
+        return _NAMES[ref]
+    except (KeyError, TypeError):
+        raise ToolFailed(f"{ref!r} is not a registered tool (decorate it with @tool)") from None
+
+
+def get_tool(name: str | Callable[..., Any]) -> Tool:
+    name = tool_name(name)
     try:
         return _TOOLS[name]
     except KeyError:

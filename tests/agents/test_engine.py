@@ -140,7 +140,7 @@ def test_a_long_slice_yields_between_steps_when_a_run_waits_at_urgent_priority(
 ):
     # A run taken back from a dead worker (or a sweep) waits at URGENT: a worker in the middle
     # of a long slice lets it go first instead of holding the queue for the rest of its slice.
-    urgent = queue_keys(settings.CELERY_TASK_DEFAULT_QUEUE)[0]
+    urgent = queue_keys(settings.AGENTSTATE_QUEUE_NAME)[0]
     redis = client()
     redis.delete(urgent)
     run = start("three_steps")

@@ -23,8 +23,7 @@ pytestmark = pytest.mark.django_db
 
 def agent_with(summary) -> Agent:
     agent = Agent("summarised", version=1, first="go", summary=summary)
-    agent.step(lambda ctx: finish({}))  # a step named "<lambda>"; never run here
-    agent.steps["go"] = agent.steps.pop("<lambda>")
+    agent.steps["go"] = lambda ctx: finish({})  # never run here
     return agent
 
 
@@ -110,7 +109,7 @@ def test_a_summary_that_fails_or_says_nothing_falls_back_to_the_generic_one(summ
 
 
 def test_a_failing_summary_never_reaches_the_runs_page(client_for, tenant_a):
-    register(agent_with(boom))
+    register(agent_with(boom), replace=True)  # each run of the suite defines it afresh
     run = make_run(tenant_a, agent="summarised", status="succeeded", step_seq=0)
     with tenant_scope(tenant_a.pk):
         Run.objects.for_tenant(tenant_a).filter(pk=run.pk).update(input={"message": "Refund it"})

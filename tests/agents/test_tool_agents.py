@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from agents.runtime import ToolAgent, register
 from agents.runtime.llm import OpenAIChatModel
 from agents.runtime.models import Checkpoint, ToolCall
-from agents.runtime.tool_agents import ToolAgent
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from tenants.scope import tenant_scope
@@ -81,16 +81,19 @@ def test_an_unknown_tool_and_bad_arguments_go_back_to_the_model_and_the_run_goes
         seen.append(results)
         return {"content": "Sorry, I could not do that."}
 
-    ToolAgent(
-        name="tool_desk_confused",
-        instructions="x",
-        tools=["lookup_order", "pay_refund"],
-        model=lambda: desk.DeskModel([
-            {"calls": [("delete_everything", {}), ("pay_refund", {"order": "A-1002"}),
-                       ("lookup_order", {"order": 7})]},
-            answer,
-        ]),
-    ).register()  # fmt: skip
+    register(
+        ToolAgent(
+            name="tool_desk_confused",
+            instructions="x",
+            tools=["lookup_order", "pay_refund"],
+            model=lambda: desk.DeskModel([
+                {"calls": [("delete_everything", {}), ("pay_refund", {"order": "A-1002"}),
+                           ("lookup_order", {"order": 7})]},
+                answer,
+            ]),
+        ),
+        replace=True,  # each test (and parameter) defines it afresh
+    )  # fmt: skip
 
     run = finish_run(start("tool_desk_confused", message="go"))
 
@@ -103,13 +106,16 @@ def test_an_unknown_tool_and_bad_arguments_go_back_to_the_model_and_the_run_goes
 
 
 def test_a_model_that_never_answers_stops_at_the_turn_limit(start, finish_run):
-    ToolAgent(
-        name="tool_desk_looping",
-        instructions="x",
-        tools=["lookup_order"],
-        max_turns=2,
-        model=lambda: desk.DeskModel([{"calls": [("lookup_order", {"order": "A-1001"})]}]),
-    ).register()
+    register(
+        ToolAgent(
+            name="tool_desk_looping",
+            instructions="x",
+            tools=["lookup_order"],
+            max_turns=2,
+            model=lambda: desk.DeskModel([{"calls": [("lookup_order", {"order": "A-1001"})]}]),
+        ),
+        replace=True,  # each test (and parameter) defines it afresh
+    )
 
     run = finish_run(start("tool_desk_looping", message="go"))
 
@@ -175,12 +181,15 @@ def test_the_same_agent_runs_against_an_openai_compatible_endpoint(start, finish
             ]),
             ok("Refunded 40.00 for A-1002."),
         )  # fmt: skip
-        ToolAgent(
-            name="tool_desk_openai",
-            instructions="You are a refund desk.",
-            tools=["lookup_order", "pay_refund"],
-            model=lambda: OpenAIChatModel(server.base_url, "sk-test", "fake-model", timeout=5),
-        ).register()
+        register(
+            ToolAgent(
+                name="tool_desk_openai",
+                instructions="You are a refund desk.",
+                tools=["lookup_order", "pay_refund"],
+                model=lambda: OpenAIChatModel(server.base_url, "sk-test", "fake-model", timeout=5),
+            ),
+            replace=True,  # each test (and parameter) defines it afresh
+        )
 
         run = finish_run(start("tool_desk_openai", message="refund A-1002"))
         bodies: list[dict[str, Any]] = [r.body for r in server.requests]
@@ -213,13 +222,16 @@ def test_approval_when_pauses_the_calls_it_names_and_lets_the_others_through(
         return rule
 
     for name, limit in [("tool_desk_over_30", "30.00"), ("tool_desk_over_50", "50.00")]:
-        ToolAgent(
-            name=name,
-            instructions="x",
-            tools=["lookup_order", "pay_refund"],
-            approval_when=over(limit),
-            model=desk.DeskModel,
-        ).register()
+        register(
+            ToolAgent(
+                name=name,
+                instructions="x",
+                tools=["lookup_order", "pay_refund"],
+                approval_when=over(limit),
+                model=desk.DeskModel,
+            ),
+            replace=True,  # each test (and parameter) defines it afresh
+        )
 
     paused = finish_run(start("tool_desk_over_30", message="refund A-1002"))
     assert paused.status == "waiting_approval" and desk.payments == {}
@@ -248,13 +260,16 @@ def test_input_context_gives_the_model_the_listed_run_input_as_data_after_the_in
     start, finish_run
 ):
     Recorder.calls = []
-    ToolAgent(
-        name="tool_desk_with_input",
-        instructions="You are a refund desk.",
-        tools=["lookup_order", "pay_refund"],
-        input_context=["customer", "tier"],
-        model=Recorder,
-    ).register()
+    register(
+        ToolAgent(
+            name="tool_desk_with_input",
+            instructions="You are a refund desk.",
+            tools=["lookup_order", "pay_refund"],
+            input_context=["customer", "tier"],
+            model=Recorder,
+        ),
+        replace=True,  # each test (and parameter) defines it afresh
+    )
 
     run = finish_run(
         start("tool_desk_with_input", message="refund A-1002", customer="ada", secret="s3")
@@ -272,13 +287,16 @@ def test_extract_memory_reads_the_request_once_on_the_first_turn(start, finish_r
 
     read: list[str] = []
     monkeypatch.setattr(StepMemory, "extract", lambda self, message=None: read.append(message))
-    ToolAgent(
-        name="tool_desk_remembering",
-        instructions="x",
-        tools=["lookup_order", "pay_refund"],
-        extract_memory=True,
-        model=desk.DeskModel,
-    ).register()
+    register(
+        ToolAgent(
+            name="tool_desk_remembering",
+            instructions="x",
+            tools=["lookup_order", "pay_refund"],
+            extract_memory=True,
+            model=desk.DeskModel,
+        ),
+        replace=True,  # each test (and parameter) defines it afresh
+    )
 
     run = finish_run(start("tool_desk_remembering", message="refund A-1002, email me"))
     assert run.status == "succeeded" and read == ["refund A-1002, email me"]
@@ -299,13 +317,16 @@ def test_memory_query_adds_its_words_to_what_memories_are_recalled_for(
         return real(self, query, budget)
 
     monkeypatch.setattr(StepMemory, "recall", recall)
-    ToolAgent(
-        name="tool_desk_recalling",
-        instructions="x",
-        tools=["lookup_order", "pay_refund"],
-        memory_query="How does the customer prefer to be contacted?",
-        model=desk.DeskModel,
-    ).register()
+    register(
+        ToolAgent(
+            name="tool_desk_recalling",
+            instructions="x",
+            tools=["lookup_order", "pay_refund"],
+            memory_query="How does the customer prefer to be contacted?",
+            model=desk.DeskModel,
+        ),
+        replace=True,  # each test (and parameter) defines it afresh
+    )
 
     finish_run(start("tool_desk_recalling", message="refund A-1002"))
     assert queries == ["refund A-1002 How does the customer prefer to be contacted?"] * 3

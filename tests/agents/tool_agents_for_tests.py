@@ -8,8 +8,8 @@ import json
 from collections import Counter
 from typing import Any
 
+from agents.runtime import ToolAgent, register
 from agents.runtime.llm import ChatResult
-from agents.runtime.tool_agents import ToolAgent
 from agents.runtime.tools import tool
 
 payments: Counter = Counter()
@@ -100,21 +100,25 @@ DESK_SCRIPT: list[Any] = [
     _answer,
 ]  # fmt: skip
 
-desk = ToolAgent(
-    name="tool_desk",
-    instructions="You are a refund desk. Look up the orders, refund duplicates, then answer.",
-    tools=["lookup_order", "pay_refund"],
-    max_turns=5,
-    model=DeskModel,
-).register()
+desk = register(
+    ToolAgent(
+        name="tool_desk",
+        instructions="You are a refund desk. Look up the orders, refund duplicates, then answer.",
+        tools=["lookup_order", "pay_refund"],
+        max_turns=5,
+        model=DeskModel,
+    )
+)
 
-careful_desk = ToolAgent(
-    name="tool_desk_approved",
-    instructions="You are a refund desk whose refunds a manager approves.",
-    tools=["lookup_order", "pay_refund"],
-    approval_required=["pay_refund"],
-    model=DeskModel,
-).register()
+careful_desk = register(
+    ToolAgent(
+        name="tool_desk_approved",
+        instructions="You are a refund desk whose refunds a manager approves.",
+        tools=["lookup_order", "pay_refund"],
+        approval_required=["pay_refund"],
+        model=DeskModel,
+    )
+)
 
 
 # The demo's tools (billing, a payment provider that deduplicates on Idempotency-Key), driven
@@ -128,9 +132,11 @@ DEMO_SCRIPT: list[Any] = [
     lambda results: {"content": f"Done: refund {results[-1].get('refund_id')}."},
 ]  # fmt: skip
 
-demo_desk = ToolAgent(
-    name="tool_refund_desk",
-    instructions="You are a refund desk. Check billing, refund duplicate charges, answer.",
-    tools=["billing_history", "issue_refund"],
-    model=lambda: DeskModel(DEMO_SCRIPT),
-).register()
+demo_desk = register(
+    ToolAgent(
+        name="tool_refund_desk",
+        instructions="You are a refund desk. Check billing, refund duplicate charges, answer.",
+        tools=["billing_history", "issue_refund"],
+        model=lambda: DeskModel(DEMO_SCRIPT),
+    )
+)

@@ -24,7 +24,8 @@ class ToolBox:
         self._index = 0
         self.calls: list[dict[str, Any]] = []
 
-    def call(self, name: str, /, **arguments: Any) -> Any:
+    def call(self, name: str | Callable[..., Any], /, **arguments: Any) -> Any:
+        """Call a tool, given by its name or its decorated function."""
         tool = tool_registry.get_tool(name)
         index = self._index
         self._index += 1
@@ -39,7 +40,7 @@ class ToolBox:
             )
         else:
             result = tool.fn(**arguments)
-        self.calls.append({"tool": name, "arguments": arguments, "index": index})
+        self.calls.append({"tool": tool.name, "arguments": arguments, "index": index})
         return result
 
 
