@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class RuntimeConfig(AppConfig):
@@ -11,5 +12,9 @@ class RuntimeConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # ready(): registering the agent of external threads needs the models loaded.
-        from agents.runtime import external  # noqa: F401  (registers the "langgraph" agent)
+        # Here, not above: registering the agent of external threads (the "langgraph" agent)
+        # and the steps door's function need the models loaded.
+        from agents.runtime import external, external_fast  # noqa: F401
+
+        # The steps door's one-statement function, made again after every migrate.
+        post_migrate.connect(external_fast.install, sender=self)

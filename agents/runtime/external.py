@@ -239,7 +239,7 @@ def external_steps(
             assert found is not None
             runs[place] = found
         steps.append((runs[place], op))
-    if any(_judged(op) for _, op in steps):
+    if any(is_judged(op) for _, op in steps):
         # An interrupt, a resume value or an error moves the run (graph_runs, in Python):
         # one by one, in order.
         for run, op in steps:
@@ -257,7 +257,7 @@ def external_steps(
     ]
 
 
-def _judged(op: dict[str, Any]) -> bool:
+def is_judged(op: dict[str, Any]) -> bool:
     """Whether graph_runs must see this op as it is applied: writes that interrupt, resume
     or fail the graph (plain writes change nothing of the run)."""
     if op["op"] != "writes":
@@ -353,7 +353,7 @@ def _checkpoint_put(principal: Principal, run: Run, **fields: Any) -> None:
     _after_put(run, params, row)
 
 
-def _step_event(step: str) -> dict[str, Any]:
+def step_event(step: str) -> dict[str, Any]:
     return {
         "step": step,
         "attempt": 1,
@@ -400,7 +400,7 @@ def _put_params(
         "channel_versions": json.dumps(channel_versions),
         "preview": json.dumps(preview),
         "step": step,
-        "event": json.dumps(_step_event(step)),
+        "event": json.dumps(step_event(step)),
         "channels": [b["channel"] for b in blobs],
         "versions": [b["version"] for b in blobs],
         "types": [b["type"] for b in blobs],
@@ -421,7 +421,7 @@ def _after_put(run: Run, params: dict[str, Any], row: tuple | None) -> None:
         run.current_step = params["step"]
         publish(
             tenant_id=run.tenant_id, run_id=run.pk, kind="step.finished", seq=event_seq,
-            step_seq=step_seq, **_step_event(params["step"]),
+            step_seq=step_seq, **step_event(params["step"]),
         )  # fmt: skip
     if judged:  # the statement moved the run as graph_runs would have
         if status != run.status:
@@ -501,6 +501,15 @@ def _writes_put(
     )
 
 
+def kept_writes(writes: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """One write per idx: the first of a regular write, the last of a special one."""
+    kept: dict[int, dict[str, Any]] = {}
+    for write in writes:
+        if write["idx"] < 0 or write["idx"] not in kept:
+            kept[write["idx"]] = write
+    return kept
+
+
 def _writes_params(
     principal: Principal,
     run: Run,
@@ -515,11 +524,7 @@ def _writes_params(
     resumed: list[str] | None = None,
     errors: list[str] | None = None,
 ) -> dict[str, Any] | None:
-    # One row per idx: the first of a regular write, the last of a special one.
-    kept: dict[int, dict[str, Any]] = {}
-    for write in writes:
-        if write["idx"] < 0 or write["idx"] not in kept:
-            kept[write["idx"]] = write
+    kept = kept_writes(writes)
     if not kept:
         return None
     return {

@@ -18,6 +18,7 @@ from django.test import Client as DjangoClient
 from django.utils import timezone
 from langgraph.graph import END, START, StateGraph
 
+from agents.runtime import external_fast
 from agents.runtime.models import Checkpoint, ExternalCheckpoint, ExternalWrite, Run
 from tenants.models import ApiKey, Tenant
 from tenants.scope import tenant_scope
@@ -127,6 +128,44 @@ def test_a_key_revoked_or_expired_between_two_steps_is_refused_at_the_next_one(t
         with tenant_scope(tenant_a.pk):
             saved = ExternalCheckpoint.objects.filter(thread_id=thread)
             assert sorted(saved.values_list("checkpoint_id", flat=True)) == ["1", "2"]
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+def test_a_known_keys_common_step_is_one_statement_and_saves_what_the_general_path_saves(
+    tenant_a, settings, monkeypatch, prepared
+):
+    settings.AGENTSTATE_PREPARED_STATEMENTS = prepared
+    taken = []
+    fast = external_fast.step
+    monkeypatch.setattr(
+        external_fast, "step", lambda **kw: taken.append(result := fast(**kw)) or result
+    )
+    key = factories.make_api_key(tenant_a, ["read", "write"]).raw
+    for i in range(5):
+        put = {**put_op("quick", str(i)), "next": ["n"] if i < 4 else [], "step": f"n{i}"}
+        write = {
+            "op": "writes", "thread_id": "quick", "checkpoint_id": str(i - 1),
+            "task_id": f"task-{i}", "writes": [{"idx": 0, "channel": "i", "type": "json",
+                                                 "blob": base64.b64encode(b"1").decode()}],
+        }  # fmt: skip
+        answer = post_steps(api(key), [write, put] if i else [put])
+        assert answer.status_code == 200, answer.content
+    # The first (a key not read before; the run is made, running) and the last (it succeeds:
+    # a status of its own to record) take the general path; the steps between, one statement.
+    assert [result is not None for result in taken] == [True, True, True, False]
+    with tenant_scope(tenant_a.pk):
+        run = Run.objects.get(session__title="quick")
+        assert (run.status, run.step_seq, run.event_seq) == ("succeeded", 5, 7)
+        assert list(Checkpoint.objects.filter(run=run).values_list("seq", flat=True)) == [
+            1,
+            2,
+            3,
+            4,
+            5,
+        ]
+        assert ExternalWrite.objects.filter(thread_id="quick").count() == 4
+        kinds = list(run.events.order_by("seq").values_list("kind", flat=True))
+    assert kinds.count("step.finished") == 5 and kinds.count("run.status") == 2
 
 
 def test_steps_count_in_the_tenants_langgraph_bucket_across_its_keys(tenant_a, settings):

@@ -70,6 +70,8 @@ WITH existing AS (
            %(event)s::jsonb || jsonb_build_object('step_seq', step_seq), clock_timestamp()
     FROM r
 )
-SELECT r.step_seq, r.event_seq, r.version, shown.id, r.status, r.here FROM r, shown
-UNION ALL
-SELECT NULL, NULL, NULL, shown_as_id, NULL, false FROM replaced
+SELECT * FROM (
+    SELECT r.step_seq, r.event_seq, r.version, shown.id, r.status, r.here FROM r, shown
+    UNION ALL
+    SELECT NULL, NULL, NULL, shown_as_id, NULL, false FROM replaced
+) AS answer

@@ -1,0 +1,144 @@
+"""The LangGraph steps door's common step in one statement: `agentstate_langgraph_step`
+(sql/external_step_function.sql) checks the key, finds and locks the thread's run, checks
+that this key drives it and that nothing but the graph bears on its status, and saves the
+task's writes and the checkpoint, in autocommit: one round trip with its commit, where the
+general path (external.external_steps in a transaction) takes three.
+
+The function is made from the same statements the general path sends (external_writes_put and
+external_checkpoint_put, their parameters renamed), installed after every migrate, so the two
+paths cannot drift apart. Whatever it does not handle it answers without writing anything, and
+the door takes the general path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+import psycopg
+from django.conf import settings
+from django.db import connection, connections
+
+from agents.runtime import external, graph_runs
+from agents.runtime.progress import publish
+from tenants import sql
+
+logger = logging.getLogger(__name__)
+
+FUNCTION = "agentstate_langgraph_step"
+CALL = f"SELECT * FROM {FUNCTION}({', '.join(['%s'] * 27)})"
+_SHARED = {"tenant": "p_tenant", "run": "v_run", "thread": "p_thread", "ns": "p_ns"}
+_missing_warned = False
+
+
+def function_sql() -> str:
+    """CREATE OR REPLACE FUNCTION, with the general path's two statements inside."""
+
+    def inside(name: str, prefix: str) -> str:
+        text = sql.load("agents.runtime", name).strip().rstrip(";")
+        return re.sub(
+            r"%\((\w+)\)s", lambda m: _SHARED.get(m.group(1), f"{prefix}_{m.group(1)}"), text
+        )
+
+    put = inside("external_checkpoint_put", "pp")
+    answer = "\nSELECT * FROM ("
+    if put.count(answer) != 1:
+        raise ValueError("external_checkpoint_put.sql must end with one `SELECT * FROM (...)`")
+    put = put.replace(answer, "\nSELECT * INTO v_s, v_e, v_v, v_shown, v_st, v_here FROM (")
+    template = sql.load("agents.runtime", "external_step_function")
+    return template.replace("{writes}", inside("external_writes_put", "pw")).replace("{put}", put)
+
+
+def install(**kwargs: Any) -> None:
+    """post_migrate: (re)make the function on the database just migrated."""
+    using = kwargs.get("using", "default")
+    with connections[using].cursor() as cursor:
+        cursor.execute(function_sql())
+
+
+def eligible(ops: list[dict[str, Any]]) -> bool:
+    """A batch this path takes: one thread, at most one task's plain writes then at most one
+    checkpoint that names the next nodes (no interrupt, resume value or error in it)."""
+    kinds = [op["op"] for op in ops]
+    if kinds not in (["put"], ["writes", "put"], ["writes"]):
+        return False
+    places = {(op["thread_id"], op.get("checkpoint_ns", "")) for op in ops}
+    if len(places) != 1:
+        return False
+    for op in ops:
+        if op["op"] == "put" and op.get("next") is None:
+            return False
+        if op["op"] == "writes" and (
+            external.is_judged(op) or op.get("resumed") or op.get("errors") or not op["writes"]
+        ):
+            return False
+    return True
+
+
+def step(
+    *, tenant_id: Any, key_hash: str, driver: str, ops: list[dict[str, Any]]
+) -> list[dict[str, Any]] | None:
+    """Save the batch (see `eligible`) in one statement outside any transaction: the answer's
+    `saved`, or None when the general path must take it (nothing was written)."""
+    global _missing_warned
+    writes = next((op for op in ops if op["op"] == "writes"), None)
+    put = next((op for op in ops if op["op"] == "put"), None)
+    first = writes or put
+    assert first is not None
+    params: list[Any] = [
+        tenant_id,
+        key_hash,
+        driver,
+        first["thread_id"],
+        first.get("checkpoint_ns", ""),
+    ]
+    if writes is not None:
+        kept = external.kept_writes(writes["writes"])
+        params += [
+            writes["checkpoint_id"], writes["task_id"], writes.get("task_path", ""),
+            list(kept), [w["channel"] for w in kept.values()], [w["type"] for w in kept.values()],
+            [w["blob"] for w in kept.values()],
+        ]  # fmt: skip
+    else:
+        params += [None] * 7
+    if put is not None:
+        step_name = put.get("step", "")[:100]
+        blobs = put.get("blobs", [])
+        params += [
+            put["checkpoint_id"], put.get("parent_checkpoint_id", ""), put["type"], put["blob"],
+            json.dumps(put.get("metadata", {})),
+            json.dumps(put.get("channel_versions", {})),
+            json.dumps(put.get("preview", {})), step_name,
+            graph_runs.names(put["next"] or []), True,
+            json.dumps(external.step_event(step_name)),
+            [b["channel"] for b in blobs], [b["version"] for b in blobs],
+            [b["type"] for b in blobs], [b["blob"] for b in blobs],
+        ]  # fmt: skip
+    else:
+        params += [None] * 15
+    connection.ensure_connection()
+    try:
+        with connection.wrap_database_errors:
+            cursor = psycopg.Cursor(connection.connection)
+            cursor.execute(CALL, params, prepare=settings.AGENTSTATE_PREPARED_STATEMENTS)
+            row = cursor.fetchone()
+    except psycopg.errors.UndefinedFunction:
+        if not _missing_warned:
+            _missing_warned = True
+            logger.warning(
+                "%s is not installed (run migrate): steps take the general path", FUNCTION
+            )
+        return None
+    if row is None or row[0] != "ok":
+        return None
+    # The run's status did not change (the function leaves a change to the general path,
+    # which records its event in the same transaction): only the step's event to send.
+    _, run_id, _was, step_seq, event_seq, _version, _shown, _status, _judged = row
+    if step_seq is not None and put is not None:
+        publish(
+            tenant_id=tenant_id, run_id=run_id, kind="step.finished", seq=event_seq,
+            step_seq=step_seq, **external.step_event(put.get("step", "")[:100]),
+        )  # fmt: skip
+    return [{"checkpoint_id": put["checkpoint_id"], "run_id": str(run_id)}] if put else []
