@@ -47,8 +47,15 @@ def function_sql() -> str:
     if put.count(answer) != 1:
         raise ValueError("external_checkpoint_put.sql must end with one `SELECT * FROM (...)`")
     put = put.replace(answer, "\nSELECT * INTO v_s, v_e, v_v, v_shown, v_st, v_here FROM (")
+    event = inside("record_event", "pe")
+    if not event.endswith("RETURNING seq"):
+        raise ValueError("record_event.sql must end with `RETURNING seq`")
     template = sql.load("agents.runtime", "external_step_function")
-    return template.replace("{writes}", inside("external_writes_put", "pw")).replace("{put}", put)
+    return (
+        template.replace("{writes}", inside("external_writes_put", "pw"))
+        .replace("{put}", put)
+        .replace("{event}", event + " INTO v_status_seq")
+    )
 
 
 def install(**kwargs: Any) -> None:
@@ -133,12 +140,15 @@ def step(
         return None
     if row is None or row[0] != "ok":
         return None
-    # The run's status did not change (the function leaves a change to the general path,
-    # which records its event in the same transaction): only the step's event to send.
-    _, run_id, _was, step_seq, event_seq, _version, _shown, _status, _judged = row
+    # Both events are stored with the step: they are only sent.
+    _, run_id, _was, step_seq, event_seq, _version, _shown, status, _judged, status_seq = row
     if step_seq is not None and put is not None:
         publish(
             tenant_id=tenant_id, run_id=run_id, kind="step.finished", seq=event_seq,
             step_seq=step_seq, **external.step_event(put.get("step", "")[:100]),
         )  # fmt: skip
+    if status_seq is not None:
+        publish(
+            tenant_id=tenant_id, run_id=run_id, kind="run.status", seq=status_seq, status=status
+        )
     return [{"checkpoint_id": put["checkpoint_id"], "run_id": str(run_id)}] if put else []

@@ -150,9 +150,9 @@ def test_a_known_keys_common_step_is_one_statement_and_saves_what_the_general_pa
         }  # fmt: skip
         answer = post_steps(api(key), [write, put] if i else [put])
         assert answer.status_code == 200, answer.content
-    # The first (a key not read before; the run is made, running) and the last (it succeeds:
-    # a status of its own to record) take the general path; the steps between, one statement.
-    assert [result is not None for result in taken] == [True, True, True, False]
+    # The first (a key not read before; the run is made) takes the general path; the rest,
+    # the last too (the run succeeds, an event of its own), one statement each.
+    assert [result is not None for result in taken] == [True, True, True, True]
     with tenant_scope(tenant_a.pk):
         run = Run.objects.get(session__title="quick")
         assert (run.status, run.step_seq, run.event_seq) == ("succeeded", 5, 7)

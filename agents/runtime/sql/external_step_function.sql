@@ -2,7 +2,8 @@
 -- checkpoint after them) in one statement, so in autocommit one round trip with its commit.
 -- Installed after every migrate (agents/runtime/external_fast.py) from this text, in which
 -- {writes} and {put} stand for external_writes_put.sql and external_checkpoint_put.sql with
--- their parameters as this function's (the latter's answer read INTO the v_ variables). It handles the common step only: an active,
+-- their parameters as this function's (the latter's answer read INTO the v_ variables), and
+-- {event} for record_event.sql. It handles the common step only: an active,
 -- unexpired integration key of the tenant, a thread with a run that this key drives, no open
 -- interrupt. Anything else answers 'key' or 'slow' having written nothing, and the door
 -- takes its general path (which also says why, audits, adopts, makes the run).
@@ -16,7 +17,7 @@ CREATE OR REPLACE FUNCTION agentstate_langgraph_step(
     pp_types text[], pp_blobs bytea[]
 ) RETURNS TABLE (
     outcome text, run_id uuid, was text, step_seq int, event_seq int, version int,
-    shown_id bigint, status text, judged boolean
+    shown_id bigint, status text, judged boolean, status_seq int
 ) LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -31,6 +32,9 @@ DECLARE
     v_shown bigint;
     v_st text;
     v_here boolean;
+    v_status_seq int;
+    pe_kind text := 'run.status';
+    pe_data text;
 BEGIN
     -- As tenants.scope.activate does, for this statement's transaction.
     PERFORM set_config('app.tenant_id', p_tenant::text, true),
@@ -41,7 +45,7 @@ BEGIN
           AND k.user_id IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())
     ) THEN
         RETURN QUERY SELECT 'key'::text, NULL::uuid, NULL::text, NULL::int, NULL::int,
-                            NULL::int, NULL::bigint, NULL::text, NULL::boolean;
+                            NULL::int, NULL::bigint, NULL::text, NULL::boolean, NULL::int;
         RETURN;
     END IF;
     SELECT r.id, r.status, r.error, s.driver INTO v_run, v_status, v_error, v_driver
@@ -54,16 +58,13 @@ BEGIN
     IF NOT FOUND OR v_driver IS DISTINCT FROM p_driver
        OR NOT (v_error IS NULL OR v_error IN ('null'::jsonb, '{}'::jsonb, '[]'::jsonb,
                                               '""'::jsonb, 'false'::jsonb, '0'::jsonb))
-       -- a checkpoint that moves the run (running, or succeeded at the graph's end) records
-       -- that as an event of its own: the general path does
-       OR (pp_checkpoint IS NOT NULL AND (NOT pp_next_given OR v_status IS DISTINCT FROM
-           (CASE WHEN pp_on <> '' THEN 'running' ELSE 'succeeded' END)))
+       OR (pp_checkpoint IS NOT NULL AND NOT pp_next_given)
        OR EXISTS (
         SELECT 1 FROM agents_graphinterrupt
         WHERE tenant_id = p_tenant AND run_id = v_run AND closed_at IS NULL
     ) THEN
         RETURN QUERY SELECT 'slow'::text, NULL::uuid, NULL::text, NULL::int, NULL::int,
-                            NULL::int, NULL::bigint, NULL::text, NULL::boolean;
+                            NULL::int, NULL::bigint, NULL::text, NULL::boolean, NULL::int;
         RETURN;
     END IF;
     pp_fast := true;
@@ -72,10 +73,17 @@ BEGIN
     END IF;
     IF pp_checkpoint IS NULL THEN
         RETURN QUERY SELECT 'ok'::text, v_run, v_status, NULL::int, NULL::int, NULL::int,
-                            NULL::bigint, NULL::text, NULL::boolean;
+                            NULL::bigint, NULL::text, NULL::boolean, NULL::int;
         RETURN;
     END IF;
     {put};
-    RETURN QUERY SELECT 'ok'::text, v_run, v_status, v_s, v_e, v_v, v_shown, v_st, v_here;
+    -- A checkpoint that moved the run (running on, or succeeded at the graph's end) records
+    -- that as an event of its own, as the general path's progress.publish does.
+    IF v_st IS DISTINCT FROM v_status AND v_st IS NOT NULL THEN
+        pe_data := json_build_object('status', v_st)::text;
+        {event};
+    END IF;
+    RETURN QUERY SELECT 'ok'::text, v_run, v_status, v_s, v_e, v_v, v_shown, v_st, v_here,
+                        v_status_seq;
 END
 $fn$
