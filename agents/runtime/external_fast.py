@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 
 from agents.runtime import external, graph_runs
 from agents.runtime.progress import publish
@@ -61,7 +61,10 @@ def function_sql() -> str:
 def install(**kwargs: Any) -> None:
     """post_migrate: (re)make the function on the database just migrated."""
     using = kwargs.get("using", "default")
-    with connections[using].cursor() as cursor:
+    # Dropped first: CREATE OR REPLACE cannot change what a function returns. One transaction,
+    # so a step meanwhile waits for it (or, missing it, takes the general path).
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        cursor.execute(f"DROP FUNCTION IF EXISTS {FUNCTION}")
         cursor.execute(function_sql())
 
 
