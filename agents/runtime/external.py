@@ -93,9 +93,11 @@ def _session(principal: Principal, thread_id: str, *, create: bool) -> AgentSess
         return None
     try:
         with transaction.atomic():  # a savepoint: a concurrent first write may win the race
-            return AgentSession.objects.create(
+            made = AgentSession.objects.create(
                 tenant=principal.tenant, agent=AGENT, title=thread_id, user=None, driver=me
             )
+        made.made_now = True  # type: ignore[attr-defined]
+        return made
     except IntegrityError:
         return _session(principal, thread_id, create=False)
 
@@ -120,14 +122,15 @@ FIND_RUN_SQL = (
 )
 
 
-# The same, sent along with the API key's lookup (tenants.api_auth.api_key_resolve) in its
-# round trip: it finds and locks nothing unless the key is an active integration key.
-FIND_RUN_FOR_KEY_SQL = (
-    FIND_RUN_SQL.replace(" ORDER BY", " AND EXISTS (SELECT 1 FROM tenants_apikey k"
+# Whether a key is good, and FIND_RUN_SQL finding and locking nothing unless it is: sent along
+# with the API key's lookup (tenants.api_auth.api_key_resolve) in its round trip (RunsAhead).
+KEY_GOOD_SQL = (
+    "SELECT EXISTS (SELECT 1 FROM tenants_apikey k"
     " WHERE k.tenant_id = %(tenant)s AND k.key_hash = %(key_hash)s"
     " AND k.revoked_at IS NULL AND k.user_id IS NULL"
-    " AND (k.expires_at IS NULL OR k.expires_at > now())) ORDER BY")
-)  # fmt: skip
+    " AND (k.expires_at IS NULL OR k.expires_at > now()))"
+)
+FIND_RUN_FOR_KEY_SQL = FIND_RUN_SQL.replace(" ORDER BY", f" AND ({KEY_GOOD_SQL}) ORDER BY")
 
 
 class RunsAhead:
@@ -139,11 +142,17 @@ class RunsAhead:
         self.places = list(
             dict.fromkeys((op["thread_id"], op.get("checkpoint_ns", "")) for op in ops)
         )
+        self._key: psycopg.Cursor | None = None
         self._cursors: list[psycopg.Cursor] = []
         self._found: dict[tuple[str, str], tuple | None] | None = None
 
     def send(self, tenant_id: Any, key_hash: str) -> None:
         pgconn = connection.connection
+        prepare = settings.AGENTSTATE_PREPARED_STATEMENTS
+        self._key = psycopg.Cursor(pgconn)
+        self._key.execute(
+            KEY_GOOD_SQL, {"tenant": tenant_id, "key_hash": key_hash}, prepare=prepare
+        )
         for thread_id, ns in self.places:
             cursor = psycopg.Cursor(pgconn)
             params = {"tenant": tenant_id, "thread": thread_id, "ns": ns, "key_hash": key_hash}
@@ -161,9 +170,12 @@ class RunsAhead:
         return self._found
 
     def prove_key(self) -> bool:
-        """Whether every thread's run was found: each statement finds it only for an active,
-        unexpired integration key of the hash it was given, so that key is good now."""
-        return bool(self._cursors) and all(row is not None for row in self.found().values())
+        """Whether the key is an active, unexpired integration key now (its first statement
+        asks; each run's finds and locks its run only for such a key)."""
+        if self._key is None:
+            return False
+        row = self._key.fetchone()
+        return bool(row and row[0])
 
 
 def _run(
@@ -181,8 +193,8 @@ def _run(
     # compile: what the ORM would do with .select_related("session").select_for_update()).
     params = {"tenant": principal.tenant.pk, "thread": thread_id, "ns": ns}
     check_writer(principal)
-    if ahead is not None and ahead.get((thread_id, ns)) is not None:
-        row = ahead[(thread_id, ns)]
+    if ahead is not None and (thread_id, ns) in ahead:
+        row = ahead[(thread_id, ns)]  # looked up with the key, which proved good
     else:
         row = _send_all([(FIND_RUN_SQL, params)], wanted={0})[0]
     if row is not None:
@@ -193,8 +205,12 @@ def _run(
     session = _session(principal, thread_id, create=create)
     if session is None:
         return None
-    runs = Run.objects.for_tenant(principal.tenant).filter(session=session, input__checkpoint_ns=ns)
-    run = runs.select_for_update().first()
+    run = None
+    if not getattr(session, "made_now", False):  # a session made just now has no run yet
+        runs = Run.objects.for_tenant(principal.tenant).filter(
+            session=session, input__checkpoint_ns=ns
+        )
+        run = runs.select_for_update().first()
     if run is None and create:
         now = timezone.now()
         run = Run.objects.create(

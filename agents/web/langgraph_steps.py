@@ -104,8 +104,10 @@ def answer(authorization: str, body: bytes) -> tuple[int, dict[str, Any], dict[s
                     else:
                         scope.activate(tenant_id=known.tenant_id)
                         ahead.send(known.tenant_id, known.key_hash)
-                if known is not None:
-                    key = known if ahead.prove_key() else api_key_resolve(token)
+                if known is not None and ahead.prove_key():
+                    key = known
+                elif known is not None:  # revoked or expired since: refused here
+                    key, ahead = api_key_resolve(token), None
                 _recent.keep(token, key)
             except KeyRefused as exc:
                 _recent.forget(token)
