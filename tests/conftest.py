@@ -79,12 +79,12 @@ def console_url(django_db_setup, django_db_blocker):
 
 
 @pytest.fixture(autouse=True)
-def _no_urgent_leftovers(settings):
-    """A message an earlier test left at URGENT in the broker (nobody consumes it here) would
-    end every slice of this one after its first step (agents/runtime/queue.py)."""
+def _no_urgent_leftovers():
+    """A run an earlier test sent at URGENT (nobody consumes it here) would end every slice
+    of this one after its first step (agents/runtime/queue.py)."""
     queue.urgent_waiting.cache_clear()
     with contextlib.suppress(redis.RedisError):  # a test that stops Redis brings it back
-        redis_client().delete(queue.queue_keys(settings.AGENTSTATE_QUEUE_NAME)[0])
+        redis_client().delete(queue.URGENT_RUNS_KEY)
 
 
 @pytest.fixture(autouse=True)

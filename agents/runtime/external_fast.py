@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -88,10 +90,16 @@ def eligible(ops: list[dict[str, Any]]) -> bool:
 
 
 def step(
-    *, tenant_id: Any, key_hash: str, driver: str, ops: list[dict[str, Any]]
+    *,
+    tenant_id: Any,
+    key_hash: str,
+    driver: str,
+    ops: list[dict[str, Any]],
+    after: list[Callable[[], None]] | None = None,
 ) -> list[dict[str, Any]] | None:
     """Save the batch (see `eligible`) in one statement outside any transaction: the answer's
-    `saved`, or None when the general path must take it (nothing was written)."""
+    `saved`, or None when the general path must take it (nothing was written). The step's live
+    events (stored with it) are sent now, or left in `after` for the caller to send."""
     global _missing_warned
     writes = next((op for op in ops if op["op"] == "writes"), None)
     put = next((op for op in ops if op["op"] == "put"), None)
@@ -145,13 +153,20 @@ def step(
         return None
     # Both events are stored with the step: they are only sent.
     _, run_id, _was, step_seq, event_seq, _version, _shown, status, _judged, status_seq = row
+    events = []
     if step_seq is not None and put is not None:
-        publish(
-            tenant_id=tenant_id, run_id=run_id, kind="step.finished", seq=event_seq,
-            step_seq=step_seq, **external.step_event(put.get("step", "")[:100]),
-        )  # fmt: skip
+        events.append(partial(
+            publish, tenant_id=tenant_id, run_id=run_id, kind="step.finished", seq=event_seq,
+            step_seq=step_seq, committed=True, **external.step_event(put.get("step", "")[:100]),
+        ))  # fmt: skip
     if status_seq is not None:
-        publish(
-            tenant_id=tenant_id, run_id=run_id, kind="run.status", seq=status_seq, status=status
-        )
+        events.append(partial(
+            publish, tenant_id=tenant_id, run_id=run_id, kind="run.status", seq=status_seq,
+            committed=True, status=status,
+        ))  # fmt: skip
+    if after is None:
+        for send in events:
+            send()
+    else:
+        after.extend(events)
     return [{"checkpoint_id": put["checkpoint_id"], "run_id": str(run_id)}] if put else []

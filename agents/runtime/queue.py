@@ -11,7 +11,6 @@ from typing import Any
 import kombu.exceptions
 import redis.exceptions
 from celery import current_app
-from django.conf import settings
 
 from tenants.redis_client import client
 
@@ -56,6 +55,8 @@ def enqueue_run(
             eta=eta,
             priority=priority,
         )
+        if priority == URGENT:
+            urgent_runs(+1)
     except BROKER_DOWN as exc:
         logger.warning(
             "run %s is queued in the database but the broker did not answer (%s); "
@@ -70,11 +71,31 @@ def queue_keys(queue: str) -> list[str]:
     return [queue if p == 0 else f"{queue}\x06\x16{p}" for p in PRIORITY_STEPS]
 
 
+# How many runs taken back from dead workers wait at URGENT: counted up when one is sent,
+# down when a worker claims it (engine/runner.py). A worker in a long slice ends it between
+# steps while any waits, so they go first, not after every busy worker's slice. (The URGENT
+# list itself also holds sweeps and tasks sent without a priority, which need no such haste.)
+# The count expires a while after its last change, so a message lost with the broker cannot
+# keep slices short for long.
+URGENT_RUNS_KEY = "agentstate:urgent-runs"
+URGENT_RUNS_TTL_SECONDS = 15
+
+
+def urgent_runs(change: int) -> None:
+    try:
+        pipe = client().pipeline(transaction=False)
+        pipe.incrby(URGENT_RUNS_KEY, change)
+        pipe.expire(URGENT_RUNS_KEY, URGENT_RUNS_TTL_SECONDS)
+        left, _ = pipe.execute()
+        if int(left) < 0:
+            client().set(URGENT_RUNS_KEY, 0, ex=URGENT_RUNS_TTL_SECONDS)
+    except redis.exceptions.RedisError:
+        pass  # slices then run their length, as before
+
+
 class _UrgentCheck:
-    """Whether a message waits at URGENT (a run taken back from a dead worker, a sweep): the
-    engine ends a long slice early for it (engine/runner.py), so a backlog of slices does not
-    keep a half-done run waiting. Asked of Redis at most every `every` seconds per process;
-    False when Redis does not answer (the slice then runs its length, as before)."""
+    """Whether a run taken back from a dead worker waits (URGENT_RUNS_KEY): asked of Redis at
+    most every `every` seconds per process; False when Redis does not answer."""
 
     def __init__(self, every: float) -> None:
         self.every = every
@@ -86,8 +107,7 @@ class _UrgentCheck:
         if now - self._at >= self.every:
             self._at = now
             try:
-                urgent = queue_keys(str(settings.AGENTSTATE_QUEUE_NAME))[0]
-                self._answer = bool(client().llen(urgent))
+                self._answer = int(client().get(URGENT_RUNS_KEY) or 0) > 0
             except redis.exceptions.RedisError:
                 self._answer = False
         return self._answer

@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -61,8 +62,12 @@ def max_bytes() -> int:
     return settings.LANGGRAPH_MAX_REQUEST_BYTES
 
 
-def answer(authorization: str, body: bytes) -> tuple[int, dict[str, Any], dict[str, str]]:
-    """(status, JSON body, headers) for one request; never raises for bad input."""
+def answer(
+    authorization: str, body: bytes, *, after: list[Callable[[], None]] | None = None
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """(status, JSON body, headers) for one request; never raises for bad input. `after`:
+    where the one-statement path leaves its live events, to be sent once the answer is
+    (they are stored with the step; without `after`, they are sent at once)."""
     try:
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
@@ -87,6 +92,7 @@ def answer(authorization: str, body: bytes) -> tuple[int, dict[str, Any], dict[s
                 key_hash=known.key_hash,
                 driver=external.driver_of(principal),
                 ops=ops,
+                after=after,
             )
             if saved is not None:
                 return 200, {"saved": saved}, {}
@@ -227,10 +233,22 @@ async def application(scope: dict, receive: Any, send: Any) -> None:
         if not message.get("more_body"):
             break
     authorization = headers.get(b"authorization", b"").decode("latin-1")
-    status, body, extra = await asyncio.get_running_loop().run_in_executor(
-        _executor(), _in_thread, authorization, b"".join(chunks)
+    after: list[Callable[[], None]] = []
+    loop = asyncio.get_running_loop()
+    status, body, extra = await loop.run_in_executor(
+        _executor(), _in_thread, authorization, b"".join(chunks), after
     )
     await _send(send, status, body, extra)
+    if after:  # the step's live events, off the graph's path
+        loop.run_in_executor(_executor(), _send_events, after)
+
+
+def _send_events(after: list[Callable[[], None]]) -> None:
+    for send_one in after:
+        try:
+            send_one()
+        except Exception:  # noqa: BLE001 - a live update lost is logged, the step is saved
+            logger.exception("sending a step's live event failed")
 
 
 _threads: list[ThreadPoolExecutor] = []
@@ -249,9 +267,11 @@ def _executor() -> ThreadPoolExecutor:
     return _threads[0]
 
 
-def _in_thread(authorization: str, body: bytes) -> tuple[int, dict[str, Any], dict[str, str]]:
+def _in_thread(
+    authorization: str, body: bytes, after: list[Callable[[], None]]
+) -> tuple[int, dict[str, Any], dict[str, str]]:
     try:
-        return answer(authorization, body)
+        return answer(authorization, body, after=after)
     except Exception:  # noqa: BLE001 - a bug is a logged 500 with the API's body, never a hang
         logger.exception("POST %s failed", PATH)
         return 500, {"code": "server_error", "message": "The server failed."}, {}

@@ -135,25 +135,37 @@ def test_a_used_up_time_slice_yields_to_the_queue_and_resumes_from_the_checkpoin
     assert reload(run).output == {"trail": ["one", "two", "three"]}
 
 
-def test_a_long_slice_yields_between_steps_when_a_run_waits_at_urgent_priority(
-    start, step, reload, settings
-):
-    # A run taken back from a dead worker (or a sweep) waits at URGENT: a worker in the middle
-    # of a long slice lets it go first instead of holding the queue for the rest of its slice.
-    urgent = queue_keys(settings.AGENTSTATE_QUEUE_NAME)[0]
-    redis = client()
-    redis.delete(urgent)
+def test_a_long_slice_yields_between_steps_when_a_run_waits_at_urgent_priority(start, step, reload):
+    # A run taken back from a dead worker waits at URGENT: a worker in the middle of a long
+    # slice lets it go first instead of holding the queue for the rest of its slice.
     run = start("three_steps")
-    try:
-        redis.lpush(urgent, "{}")
-        queue.urgent_waiting.cache_clear()
-        first = step(run, slice_seconds=60)
-    finally:
-        redis.delete(urgent)
+    queue.urgent_runs(+1)
+    queue.urgent_waiting.cache_clear()
+    first = step(run, slice_seconds=60)
     assert (first.steps, first.status) == (1, "queued")
+    queue.urgent_runs(-1)  # a worker claimed it
     queue.urgent_waiting.cache_clear()
     assert step(run, worker="w2", slice_seconds=60).status == "succeeded"
     assert reload(run).output == {"trail": ["one", "two", "three"]}
+
+
+def test_other_work_at_top_priority_does_not_cut_a_slice_short(start, step, settings):
+    # Sweeps and tasks sent without a priority share the URGENT list: no haste for them.
+    urgent = queue_keys(settings.AGENTSTATE_QUEUE_NAME)[0]
+    client().lpush(urgent, "{}")
+    try:
+        assert step(start("three_steps"), slice_seconds=60).status == "succeeded"
+    finally:
+        client().delete(urgent)
+
+
+def test_claiming_a_run_taken_back_counts_it_off(start, step, admin):
+    run = start("three_steps")
+    queue.urgent_runs(+1)
+    with tenant_scope(admin.tenant.pk):
+        Run.objects.for_tenant(admin.tenant).filter(pk=run.pk).update(lost_at=timezone.now())
+    step(run, slice_seconds=60)
+    assert int(client().get(queue.URGENT_RUNS_KEY) or 0) == 0
 
 
 def test_a_run_held_by_a_live_worker_cannot_be_claimed(start, admin):

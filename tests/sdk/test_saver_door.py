@@ -18,7 +18,7 @@ from django.test import Client as DjangoClient
 from django.utils import timezone
 from langgraph.graph import END, START, StateGraph
 
-from agents.runtime import external_fast
+from agents.runtime import external_fast, progress
 from agents.runtime.models import Checkpoint, ExternalCheckpoint, ExternalWrite, Run
 from tenants.models import ApiKey, Tenant
 from tenants.scope import tenant_scope
@@ -140,6 +140,8 @@ def test_a_known_keys_common_step_is_one_statement_and_saves_what_the_general_pa
     monkeypatch.setattr(
         external_fast, "step", lambda **kw: taken.append(result := fast(**kw)) or result
     )
+    sent: list[dict] = []
+    progress.subscribe(sent.append)
     key = factories.make_api_key(tenant_a, ["read", "write"]).raw
     for i in range(5):
         put = {**put_op("quick", str(i)), "next": ["n"] if i < 4 else [], "step": f"n{i}"}
@@ -150,6 +152,7 @@ def test_a_known_keys_common_step_is_one_statement_and_saves_what_the_general_pa
         }  # fmt: skip
         answer = post_steps(api(key), [write, put] if i else [put])
         assert answer.status_code == 200, answer.content
+    progress.unsubscribe(sent.append)
     # The first (a key not read before; the run is made) takes the general path; the rest,
     # the last too (the run succeeds, an event of its own), one statement each.
     assert [result is not None for result in taken] == [True, True, True, True]
@@ -164,8 +167,11 @@ def test_a_known_keys_common_step_is_one_statement_and_saves_what_the_general_pa
             5,
         ]
         assert ExternalWrite.objects.filter(thread_id="quick").count() == 4
-        kinds = list(run.events.order_by("seq").values_list("kind", flat=True))
+        stored = list(run.events.order_by("seq").values_list("kind", "seq"))
+    kinds = [kind for kind, _ in stored]
     assert kinds.count("step.finished") == 5 and kinds.count("run.status") == 2
+    # Every event was sent live too, with the number it was stored under.
+    assert [(e["kind"], e["seq"]) for e in sent if e["run_id"] == str(run.pk)] == stored
 
 
 def test_steps_count_in_the_tenants_langgraph_bucket_across_its_keys(tenant_a, settings):

@@ -31,7 +31,7 @@ from agents.runtime.engine.step_context import StepContext
 from agents.runtime.engine.step_writes import write_extras
 from agents.runtime.errors import INFRASTRUCTURE_ERRORS, AppError, StepError
 from agents.runtime.models import RunStatus
-from agents.runtime.queue import urgent_waiting
+from agents.runtime.queue import urgent_runs, urgent_waiting
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,8 @@ def drive(
     if claim is None:
         return DriveResult(claimed=False, reason="not runnable, or leased by a live worker")
     failpoint("run.claimed")
+    if claim.lost_at:  # a run taken back from a dead worker: one fewer waits at URGENT
+        urgent_runs(-1)
     publish_stored(
         claim,
         "step.started",
