@@ -189,6 +189,23 @@ def cpu_by_role(roles: dict[str, list[int]]) -> dict[str, float]:
     return {role: sum(_cpu_seconds(pid) for pid in pids) for role, pids in roles.items()}
 
 
+def wait_settled(roles: dict[str, list[int]], *, most: float = 180.0) -> float:
+    """Seconds until the web and worker processes are idle (under a tenth of a core over a
+    second): each web process loads the embedding model in the background when it starts, a
+    one-off that would otherwise take the first tens of seconds of the window on 2 cores (its
+    cost is bench/boot.py's)."""
+    started = time.monotonic()
+    busy = roles["web"] + roles["worker"]
+    before = sum(_cpu_seconds(pid) for pid in busy)
+    while time.monotonic() - started < most:
+        time.sleep(1.0)
+        now = sum(_cpu_seconds(pid) for pid in busy)
+        if now - before < 0.1:
+            break
+        before = now
+    return time.monotonic() - started
+
+
 def make_api_keys(count: int) -> list[str]:
     """Read+write keys of the demo tenant (one per API client, as separate integrations
     would have), made through the service as an admin would."""
@@ -361,6 +378,8 @@ def main() -> int:
         sampler = ConnectionSampler()
         sampler.start()
         roles = stack_processes(stack.proc.pid)
+        settled = wait_settled(roles)
+        print(f"the stack settled {settled:.0f} s after it was ready (model warm-up)")
         cpu_before, own_before = cpu_by_role(roles), sum(os.times()[:2])
         rec, elapsed = asyncio.run(drive(stack.url, keys, creds, args.seconds, args.browsers))
         cpu_after, own_after = cpu_by_role(roles), sum(os.times()[:2])
