@@ -469,8 +469,10 @@ AGENTSTATE_LIVENESS_SECONDS = env_float("AGENTSTATE_LIVENESS_SECONDS", 3.0, mini
 # retry budget (which only its failures use up): a step that kills its worker every time
 # still ends.
 AGENTSTATE_INFRASTRUCTURE_RETRIES = env_int("AGENTSTATE_INFRASTRUCTURE_RETRIES", 20, minimum=0)
-# How long one task keeps stepping a run before yielding to the queue (fairness).
-AGENTSTATE_SLICE_SECONDS = env_float("AGENTSTATE_SLICE_SECONDS", 5.0, minimum=0.0)
+# How long one task keeps stepping a run before yielding to the queue (fairness; also how long
+# the recovery sweep may wait for a worker when all are busy: 5 s made a backlog's recovery
+# p95 8 s). A slice ends sooner while a run taken back from a dead worker waits.
+AGENTSTATE_SLICE_SECONDS = env_float("AGENTSTATE_SLICE_SECONDS", 3.0, minimum=0.0)
 # Send the engine's claim and persist as server-side prepared statements (parsed and planned
 # once per connection). Turn off behind a pooler that cannot keep prepared statements
 # (PgBouncer in transaction mode before 1.21, or without max_prepared_statements).
