@@ -551,11 +551,12 @@ def test_the_lease_is_kept_alive_across_many_short_steps_that_outlast_it(
     # Persisting a step does not renew the lease (so the run update stays heap-only); the
     # lease keeper alone keeps it across a drive longer than the lease.
     # 3 s of steps against a 1.5 s lease, renewed every 0.5 s: a busy machine may delay a
-    # renewal by a second without the lease running out (at 0.5 s it once did, in CI).
+    # renewal by a second without the lease running out (at 0.5 s it once did, in CI). One
+    # slice longer than the steps, so the run is held throughout.
     run = start("stroll", steps=30, pause=0.1)
     outcome = {}
     worker = threading.Thread(
-        target=in_thread(lambda: outcome.update(r=step(run, lease_seconds=1.5)))
+        target=in_thread(lambda: outcome.update(r=step(run, lease_seconds=1.5, slice_seconds=60)))
     )
     worker.start()
     stolen = []
