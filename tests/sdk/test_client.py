@@ -1,4 +1,4 @@
-"""The SDK's REST client: sync calls through urllib3 encode and retry as the httpx path does."""
+"""The SDK's REST client: sync calls through http.client encode and retry as the httpx path does."""
 
 from __future__ import annotations
 
@@ -28,3 +28,40 @@ def test_a_sync_call_reads_the_apis_error_body(console_url):
             client.get("runs")
     assert (refused.value.status, refused.value.code) == (401, "unauthenticated")
     assert client.answers == {401: 1}
+
+
+def test_a_kept_connection_the_server_closed_is_replaced_without_the_caller_seeing_it():
+    # A server that answers one request per connection and then hangs up without saying so
+    # (as a proxy or server closing idle keep-alive connections does).
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    served = []
+
+    def serve() -> None:
+        while len(served) < 3:
+            conn, _ = listener.accept()
+            with conn:
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    request += conn.recv(4096)
+                served.append(request.split(b" ", 2)[1])
+                body = b'{"ok": true}'
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                )
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    with Client(f"http://127.0.0.1:{port}", "ak_x", retries=0) as client:
+        answers = [client.get("runs", n=i) for i in range(3)]
+    thread.join(5)
+    listener.close()
+    assert answers == [{"ok": True}] * 3
+    assert served == [b"/api/v1/runs?n=0", b"/api/v1/runs?n=1", b"/api/v1/runs?n=2"]
+    assert client.requests_sent == 3 and client.answers == {200: 3}

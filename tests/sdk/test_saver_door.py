@@ -174,6 +174,55 @@ def test_a_known_keys_common_step_is_one_statement_and_saves_what_the_general_pa
     assert [(e["kind"], e["seq"]) for e in sent if e["run_id"] == str(run.pk)] == stored
 
 
+def test_a_known_keys_new_thread_is_made_in_its_first_statement_as_the_general_path_makes_it(
+    tenant_a, monkeypatch
+):
+    taken = []
+    fast = external_fast.step
+    monkeypatch.setattr(
+        external_fast, "step", lambda **kw: taken.append(result := fast(**kw)) or result
+    )
+    made = factories.make_api_key(tenant_a, ["read", "write"])
+    for thread in ("general", "fast"):  # the key is read on the first: the second is fast
+        for i, nodes in enumerate((["n"], [])):
+            put = {**put_op(thread, str(i)), "next": nodes, "step": f"n{i}"}
+            assert post_steps(api(made.raw), [put]).status_code == 200
+    assert [result is not None for result in taken] == [True, True, True]
+    fields = [
+        "agent",
+        "agent_version",
+        "status",
+        "current_step",
+        "step_seq",
+        "event_seq",
+        "input",
+        "created_by_id",
+        "attempts",
+        "lease_owner",
+        "waiting_for",
+        "error",
+    ]
+    with tenant_scope(tenant_a.pk):
+        runs = {r.session.title: r for r in Run.objects.select_related("session")}
+        general, quick = runs["general"], runs["fast"]
+        assert {f: getattr(quick, f) for f in fields} == {
+            **{f: getattr(general, f) for f in fields},
+            "input": {"thread_id": "fast", "checkpoint_ns": ""},
+        }
+        assert quick.finished_at is not None and quick.started_at is not None
+        for session in (general.session, quick.session):
+            assert (session.agent, session.status, session.driver, session.user_id) == (
+                "langgraph",
+                "active",
+                f"key:{made.key.pk}",
+                None,
+            )
+        kinds = [
+            list(r.events.order_by("seq").values_list("kind", flat=True)) for r in (general, quick)
+        ]
+        assert kinds[0] == kinds[1]
+
+
 def test_steps_count_in_the_tenants_langgraph_bucket_across_its_keys(tenant_a, settings):
     settings.API_RATE_LIMIT_LANGGRAPH = "3/min"
     first = factories.make_api_key(tenant_a, ["read", "write"]).raw

@@ -22,6 +22,7 @@ CREATE OR REPLACE FUNCTION agentstate_langgraph_step(
 #variable_conflict use_column
 DECLARE
     v_run uuid;
+    v_session uuid;
     v_status text;
     v_error jsonb;
     v_driver text;
@@ -53,9 +54,37 @@ BEGIN
     WHERE s.tenant_id = p_tenant AND s.agent = 'langgraph' AND s.title = p_thread
       AND r.tenant_id = s.tenant_id AND r.input -> 'checkpoint_ns' = to_jsonb(p_ns)
     ORDER BY r.id LIMIT 1 FOR UPDATE OF r, s;
+    -- A thread's first checkpoint (no session yet): its session and run made here as
+    -- external._session and external._run make them (driven by this key; the run, made
+    -- finished, is judged by the checkpoint below). A session that exists without the run,
+    -- or one a concurrent first write has just made, is left to the general path.
+    IF NOT FOUND AND pp_checkpoint IS NOT NULL AND pw_checkpoint IS NULL THEN
+        INSERT INTO agents_agentsession
+            (tenant_id, id, user_id, agent, title, status, summary, summary_upto,
+             inherited_messages, token_count, last_seq, version, driver, created_at,
+             updated_at)
+        VALUES (p_tenant, gen_random_uuid(), NULL, 'langgraph', p_thread, 'active', '', 0,
+                0, 0, 0, 1, p_driver, now(), now())
+        ON CONFLICT DO NOTHING
+        RETURNING id INTO v_session;
+        IF v_session IS NOT NULL THEN
+            INSERT INTO agents_run
+                (id, tenant_id, session_id, agent, agent_version, status, current_step,
+                 step_seq, input, attempts, lease_owner, version, state_schema_version,
+                 waiting_for, cancel_requested, event_seq, created_at, updated_at,
+                 finished_at, resolution_note)
+            VALUES (gen_random_uuid(), p_tenant, v_session, 'langgraph', 1, 'succeeded',
+                    'external', 0, jsonb_build_object('thread_id', p_thread,
+                                                      'checkpoint_ns', p_ns),
+                    0, '', 1, 1, '', false, 0, now(), now(), now(), '')
+            RETURNING id, status INTO v_run, v_status;
+            v_driver := p_driver;
+            v_error := NULL;
+        END IF;
+    END IF;
     -- The statement judges the run's status itself only when the client sent the next
     -- nodes and the run holds no error (as external._put_params and graph_runs).
-    IF NOT FOUND OR v_driver IS DISTINCT FROM p_driver
+    IF v_run IS NULL OR v_driver IS DISTINCT FROM p_driver
        OR NOT (v_error IS NULL OR v_error IN ('null'::jsonb, '{}'::jsonb, '[]'::jsonb,
                                               '""'::jsonb, 'false'::jsonb, '0'::jsonb))
        OR (pp_checkpoint IS NOT NULL AND NOT pp_next_given)
