@@ -32,16 +32,52 @@ class _Item:
         self.op, self.size, self.at, self.done = op, size, time.monotonic(), done
 
 
-def _take(queue: list[_Item]) -> list[_Item]:
-    """The oldest calls that fit in one request (at least one), removed from the queue."""
-    taken, size = [], 0
-    while queue and len(taken) < BATCH_OPS:
-        if taken and size + queue[0].size > BATCH_BYTES:
+class _Saved:
+    """The ids of the checkpoints this sender has had committed lately (at most KEPT)."""
+
+    KEPT = 4096
+
+    def __init__(self) -> None:
+        self._ids: dict[str, None] = {}
+
+    def __contains__(self, checkpoint_id: object) -> bool:
+        return checkpoint_id in self._ids
+
+    def add(self, batch: list[_Item]) -> None:
+        for item in batch:
+            if item.op["op"] == "put":
+                self._ids[item.op["checkpoint_id"]] = None
+        while len(self._ids) > self.KEPT:
+            del self._ids[next(iter(self._ids))]
+
+
+def _take(queue: list[_Item], saved: _Saved) -> list[_Item]:
+    """The calls of the next request (at least one), removed from the queue: the oldest
+    checkpoint with the writes queued before it, but not the writes of checkpoints that are not
+    saved yet (a graph running ahead, durability "async", queues a later step's writes before
+    that step's checkpoint: they wait for it, so each request stays one step). Without a
+    checkpoint queued, the oldest calls."""
+    put_at = next((i for i, item in enumerate(queue) if item.op["op"] == "put"), None)
+    if put_at is None:
+        candidates = list(range(len(queue)))
+    else:
+        parent = queue[put_at].op.get("parent_checkpoint_id")
+        candidates = [
+            i
+            for i in range(put_at)
+            if queue[i].op["checkpoint_id"] == parent or queue[i].op["checkpoint_id"] in saved
+        ] + [put_at]
+    taken: list[int] = []
+    size = 0
+    for i in candidates:
+        if len(taken) >= BATCH_OPS or (taken and size + queue[i].size > BATCH_BYTES):
             break
-        item = queue.pop(0)
-        taken.append(item)
-        size += item.size
-    return taken
+        taken.append(i)
+        size += queue[i].size
+    batch = [queue[i] for i in taken]
+    for i in reversed(taken):
+        del queue[i]
+    return batch
 
 
 def _has_put(queue: list[_Item]) -> bool:
@@ -62,6 +98,7 @@ class Sender:
         self._sending = False
         self._closed = False
         self._back = 0.0  # when the last request came back
+        self._saved = _Saved()
 
     def call(self, op: dict[str, Any], size: int) -> None:
         """Queue `op` and return once the server has committed it (or raise its error)."""
@@ -84,7 +121,7 @@ class Sender:
 
     def _send_queued(self) -> None:
         # Called holding the lock; sends without it.
-        batch = _take(self._queue)
+        batch = _take(self._queue, self._saved)
         self._sending = True
         self._cond.release()
         try:
@@ -93,6 +130,7 @@ class Sender:
             for item in batch:
                 item.done.set_exception(exc)
         else:
+            self._saved.add(batch)
             for item in batch:
                 item.done.set_result(None)
         finally:
@@ -120,6 +158,7 @@ class AsyncSender:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._back = 0.0
+        self._saved = _Saved()
 
     async def call(self, op: dict[str, Any], size: int) -> None:
         loop = asyncio.get_running_loop()
@@ -152,7 +191,7 @@ class AsyncSender:
                     await asyncio.wait_for(self._wake.wait(), left)
                 except TimeoutError:
                     break
-            batch = _take(self._queue)
+            batch = _take(self._queue, self._saved)
             try:
                 await self._send([item.op for item in batch])
             except BaseException as exc:  # noqa: BLE001 - each waiting call gets it
@@ -162,6 +201,7 @@ class AsyncSender:
                 if isinstance(exc, asyncio.CancelledError):
                     raise
             else:
+                self._saved.add(batch)
                 for item in batch:
                     if not item.done.done():
                         item.done.set_result(None)
