@@ -370,10 +370,12 @@ def _checkpoint_put(principal: Principal, run: Run, **fields: Any) -> None:
 
 
 def step_event(step: str) -> dict[str, Any]:
+    """A graph step's step.finished event, but for the run's status after it (stored and
+    sent with it, as the engine's say it: between two steps "running", which keeps the event
+    off the tenant's feeds)."""
     return {
         "step": step,
         "attempt": 1,
-        "status": RunStatus.SUCCEEDED,
         "next_step": "",
         "duration_ms": None,  # its node ran elsewhere: not timed here
     }
@@ -437,7 +439,7 @@ def _after_put(run: Run, params: dict[str, Any], row: tuple | None) -> None:
         run.current_step = params["step"]
         publish(
             tenant_id=run.tenant_id, run_id=run.pk, kind="step.finished", seq=event_seq,
-            step_seq=step_seq, **step_event(params["step"]),
+            step_seq=step_seq, **{**step_event(params["step"]), "status": status},
         )  # fmt: skip
     if judged:  # the statement moved the run as graph_runs would have
         if status != run.status:

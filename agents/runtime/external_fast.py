@@ -157,7 +157,8 @@ def step(
     if step_seq is not None and put is not None:
         events.append(partial(
             publish, tenant_id=tenant_id, run_id=run_id, kind="step.finished", seq=event_seq,
-            step_seq=step_seq, committed=True, **external.step_event(put.get("step", "")[:100]),
+            step_seq=step_seq, committed=True, status=status,
+            **external.step_event(put.get("step", "")[:100]),
         ))  # fmt: skip
     if status_seq is not None:
         events.append(partial(

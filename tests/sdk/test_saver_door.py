@@ -168,8 +168,16 @@ def test_a_known_keys_common_step_is_one_statement_and_saves_what_the_general_pa
         ]
         assert ExternalWrite.objects.filter(thread_id="quick").count() == 4
         stored = list(run.events.order_by("seq").values_list("kind", "seq"))
+        steps = run.events.filter(kind="step.finished").order_by("seq")
+        after_each = [event.data["status"] for event in steps]
     kinds = [kind for kind, _ in stored]
     assert kinds.count("step.finished") == 5 and kinds.count("run.status") == 2
+    # Each step says where it left the run, as the engine's steps do: running until the end.
+    assert after_each == ["running"] * 4 + ["succeeded"]
+    live = [
+        e["status"] for e in sent if e["kind"] == "step.finished" and e["run_id"] == str(run.pk)
+    ]
+    assert live == after_each
     # Every event was sent live too, with the number it was stored under.
     assert [(e["kind"], e["seq"]) for e in sent if e["run_id"] == str(run.pk)] == stored
 

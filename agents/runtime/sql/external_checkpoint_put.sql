@@ -67,7 +67,9 @@ WITH existing AS (
 ), event AS (
     INSERT INTO agents_runevent (tenant_id, run_id, seq, kind, data, created_at)
     SELECT tenant_id, id, event_seq, 'step.finished',
-           %(event)s::jsonb || jsonb_build_object('step_seq', step_seq), clock_timestamp()
+           -- the run's status after the step, as the engine's step.finished says it
+           %(event)s::jsonb || jsonb_build_object('step_seq', step_seq, 'status', status),
+           clock_timestamp()
     FROM r
 )
 SELECT * FROM (
