@@ -520,6 +520,8 @@ LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 60.0, minimum=0.1)
 # Extra seconds the scripted model waits per call (the fault tests kill a worker meanwhile).
 LLM_SCRIPTED_DELAY_SECONDS = env_float("LLM_SCRIPTED_DELAY_SECONDS", 0.0, minimum=0.0)
+# What the scripted model says: a Script (agents/runtime/llm.py) by its dotted path.
+LLM_SCRIPT = env_str("LLM_SCRIPT", "agents.demo.scripted_desk.SCRIPT")
 
 # The demo refund agent's payment provider (served by this app at /demo/payments/).
 DEMO_PAYMENTS_URL = env_str(

@@ -107,20 +107,59 @@ def from_tool_calls(calls: list[dict[str, Any]]) -> list[Operation]:
 
 # --- the offline fallback -------------------------------------------------------------------------
 
+_WAYS = r"e-?mail|phone|sms|text(?:s| messages?)?|whats\s?app|telegram|signal"
 _CHANNEL = re.compile(
-    r"(?:contact|reach|email|call|text|message) me (?:by|via|on|over|through) "
-    r"(?P<a>e-?mail|phone|sms|text)"
-    r"|prefer(?:s|red)? (?:to be contacted by |contact by )?(?P<b>e-?mail|phone|sms|text)",
+    # "contact me by e-mail", "reach me on WhatsApp", "message me via Signal"
+    rf"\b(?:contact|reach|email|e-mail|call|text|message|ping|write to) (?:me|us) "
+    rf"(?:by|via|on|over|through|using|with) (?:a |an )?(?P<a>{_WAYS})\b"
+    # "I prefer WhatsApp", "prefers to be contacted by email"
+    rf"|\bprefer(?:s|red)? (?:to be (?:contacted|reached) |contact )?"
+    rf"(?:by |via |on |over |through )?(?P<b>{_WAYS})\b"
+    # "email me at ...", "just text me", "call me on +1 555 0100"
+    r"|\b(?P<c>e-?mail|text) me\b(?! (?:by|via|on|over|through|using|with) )"
+    r"|\b(?P<d>call|phone|ring) me (?:on|at) (?=[+(\d])",
     re.I,
 )
-_NAME = re.compile(r"\b(?:my name is|call me) (?P<name>[A-Z][\w'-]{1,40})", re.I)
+_EMAIL = re.compile(
+    r"\b(?:e-?mail me at|my e-?mail (?:address )?is|reach me at|contact me at) "
+    r"(?P<address>[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63})+)",
+    re.I,
+)
+_PHONE = re.compile(
+    r"\b(?:(?:call|text|phone|ring|reach) me (?:on|at)|my (?:phone |mobile |cell )?number is) "
+    r"(?P<number>\+?[\d(][\d ()./-]{5,20}\d)",
+    re.I,
+)
+# "call me Ada" is a name; "call me on 555 0100" is not.
+_NAME = re.compile(
+    r"\b(?:my name is|call me) (?!(?:on|at|by|via|back|later|tomorrow|today|now)\b)"
+    r"(?P<name>[A-Z][\w'-]{1,40})",
+    re.I,
+)
 _FORGET = re.compile(
     r"\bforget (?:my|how I|that I)\b.*\b(?P<what>contact|e-?mail|phone|name)", re.I
 )
 
 
+PROFILE = Category.PROFILE
+
+
+def _channel(said: re.Match[str]) -> str:
+    word = (said["a"] or said["b"] or said["c"] or said["d"]).lower()
+    if word in ("call", "phone", "ring"):
+        return "phone"
+    if word.startswith("text") or word == "sms":
+        return "sms"
+    if word.startswith("whats"):
+        return "WhatsApp"
+    if word in ("telegram", "signal"):
+        return word.capitalize()
+    return "email"
+
+
 def from_patterns(message: str) -> list[Operation]:
-    """What the patterns find in `message`: a contact channel, a name, a request to forget."""
+    """What the patterns find in `message`: a contact channel, an email address or phone
+    number the person gave to be contacted at, a name, a request to forget."""
     found = []
     forget = _FORGET.search(message)
     if forget:
@@ -131,15 +170,22 @@ def from_patterns(message: str) -> list[Operation]:
         return found
     said = _CHANNEL.search(message)
     if said:
-        channel = (said["a"] or said["b"]).lower().replace("e-mail", "email").replace("text", "sms")
         found.append(
             Operation(
                 "propose",
                 key="contact.channel",
-                text=f"Prefers to be contacted by {channel}",
+                text=f"Prefers to be contacted by {_channel(said)}",
                 category=Category.PREFERENCE,
             )
         )
+    address = _EMAIL.search(message)
+    if address:
+        text = f"Email address is {address['address']}"
+        found.append(Operation("propose", key="contact.email", text=text, category=PROFILE))
+    number = _PHONE.search(message)
+    if number:
+        text = f"Phone number is {' '.join(number['number'].split())}"
+        found.append(Operation("propose", key="contact.phone", text=text, category=PROFILE))
     name = _NAME.search(message)
     if name:
         found.append(

@@ -4,7 +4,7 @@ DEMO_REFUND_APPROVAL_THRESHOLD waits for a manager (whose edited arguments are w
 
 Steps (agents/runtime/tool_agents.py): model → tools (billing_history) → model → tools
 (issue_refund; above the threshold it pauses first, then runs after the decision) → model (the
-reply). Offline, the scripted model (agents/runtime/llm.py, DEMO_SCRIPT) plays the model.
+reply). Offline, the scripted model plays the model (agents/demo/scripted_desk.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
 
+from agents.demo import refund_request
 from agents.demo.payments import auth_header
 from agents.runtime import RunSummary, ToolAgent, ToolFailed, ToolUnavailable, register, tool
 
@@ -100,8 +101,6 @@ def _needs_a_manager(tool: str, arguments: dict) -> bool:
     return amount > Decimal(str(settings.DEMO_REFUND_APPROVAL_THRESHOLD))
 
 
-_AMOUNT = re.compile(r"\$\s?(\d[\d,]*(?:\.\d{1,2})?)|(\d[\d,]*\.\d{2})")
-_ORDER = re.compile(r"\b([A-Z]-\d{3,})\b")
 _PAID = re.compile(r"(\d+\.\d{2}) refunded|[Rr]efunded (\d+\.\d{2})")
 # How the desk's answers end, first match wins (the scripted model's words, and a real
 # model's likely ones).
@@ -109,6 +108,7 @@ _OUTCOMES = [
     (re.compile(r"turn_limit"), "gave up (turn limit)"),
     (re.compile(r"\bmanager\b.*\bdeclined\b", re.I | re.S), "declined by a manager"),
     (re.compile(r"\bdeclined\b|\brefused\b", re.I), "declined"),
+    (re.compile(r"\bneed\b.*\bto look at a refund\b", re.I | re.S), "not understood"),
     (re.compile(r"doesn't match|does not match|can't refund|cannot refund", re.I), "not refunded"),
     (re.compile(r"\brefunded\b|^done\b", re.I), "refunded"),
 ]
@@ -116,16 +116,15 @@ _OUTCOMES = [
 
 def summarize_refund(run_input: dict, output: object) -> RunSummary:
     """ "Refund 40.00 for A-1002 → refunded": the amount and order the customer asked about,
-    and how the desk's answer ended (empty while the run has none)."""
+    and how the desk's answer ended (empty while the run has none; "not understood" when the
+    desk asked for what the request lacked)."""
     message = str(run_input.get("message") or "")
-    amount = _AMOUNT.search(message)
-    order = _ORDER.search(message)
-    if amount is None:
+    request = refund_request.read(message)  # as the scripted desk reads it
+    if request.amount is None or not request.asks_refund:
         what = message or f"Question from {run_input.get('customer') or 'a customer'}"
         return RunSummary(what, _refund_outcome(output, None))
-    asked = Decimal((amount.group(1) or amount.group(2)).replace(",", "")).quantize(Decimal("0.01"))
-    what = f"Refund {asked} for {order.group(1) if order else 'an order'}"
-    return RunSummary(what, _refund_outcome(output, asked))
+    what = f"Refund {request.amount} for {request.order or 'an order'}"
+    return RunSummary(what, _refund_outcome(output, request.amount))
 
 
 def _refund_outcome(output: object, asked: Decimal | None) -> str:

@@ -7,21 +7,19 @@ from settings. Neither retries: the step executor owns retries, backoff and chec
 
 from __future__ import annotations
 
-import contextlib
 import email.utils
-import hashlib
 import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import Any, Protocol
 
 import openai
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
 
 from agents.runtime.errors import (
     LLMConnectionError,
@@ -224,6 +222,14 @@ Matcher = str | re.Pattern[str] | Callable[[list[dict[str, Any]]], bool]
 Rule = tuple[Matcher, Reply]
 
 
+@dataclass(frozen=True)
+class Script:
+    """What the scripted model says (LLM_SCRIPT names one): its rules and its default reply."""
+
+    rules: Sequence[Rule]
+    default: Reply = "OK."
+
+
 class ScriptedModel(ChatModel):
     """Replies by rule to the last user or tool message; deterministic and offline.
 
@@ -282,7 +288,7 @@ class ScriptedModel(ChatModel):
             content=content,
             tool_calls=calls,
             usage={
-                "prompt_tokens": sum(len(_text(m.get("content")).split()) for m in messages),
+                "prompt_tokens": sum(len(message_text(m.get("content")).split()) for m in messages),
                 "completion_tokens": len(content.split()),
             },
             model=self.model,
@@ -306,188 +312,22 @@ class ScriptedModel(ChatModel):
 def _last_input(messages: list[dict[str, Any]]) -> str:
     for message in reversed(messages):
         if message.get("role") in ("user", "tool"):
-            return _text(message.get("content"))
+            return message_text(message.get("content"))
     return ""
 
 
-def _last_user(messages: list[dict[str, Any]]) -> str:
+def last_user(messages: list[dict[str, Any]]) -> str:
     for message in reversed(messages):
         if message.get("role") == "user":
-            return _text(message.get("content"))
+            return message_text(message.get("content"))
     return ""
 
 
-def _text(content: Any) -> str:
+def message_text(content: Any) -> str:
     if isinstance(content, list):
         # Multi-part content: only the text parts can match.
         return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     return str(content or "")
-
-
-# --- the demo script: a refund desk that calls tools ----------------------------------------------
-#
-# It plays the model of agents/demo/refund_desk.py in the OpenAI tool-calling format, and what
-# it does next depends only on the conversation (so a replayed step asks for the same calls):
-#   a refund request                  -> billing_history(customer)
-#   the billing history               -> issue_refund(customer, order, amount) when the order and
-#                                        amount match it, else an answer saying they do not
-#   the refund's receipt              -> "Done: ..." (and the remembered contact channel)
-#   a declined or failed refund       -> an answer saying it was declined
-#   anything else                     -> DEMO_DEFAULT
-
-_REFUND_REQUEST = re.compile(r"refund.*\$\s?\d|\$\s?\d.*refund", re.I | re.S)
-_AMOUNT = re.compile(r"\$\s?(\d[\d,]*(?:\.\d{1,2})?)")
-_ORDER = re.compile(r"\b([A-Z]-\d{3,})\b")
-_INPUT_DATA = "Run input (data): "
-# A remembered fact, as the memory section quotes it (JSON strings in a system message).
-_REMEMBERED_CHANNEL = re.compile(r'"Prefers to be contacted by (?P<channel>[A-Za-z-]+)"')
-_DECLINED_BY_A_PERSON = re.compile(r"declined", re.I)
-
-
-def _asks_for_refund(messages: list[dict[str, Any]]) -> bool:
-    """The conversation's current request asks for a refund of an amount."""
-    return bool(_REFUND_REQUEST.search(_last_user(messages)))
-
-
-def _refund_desk(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    request = _last_user(messages)
-    last = messages[-1] if messages else {}
-    if last.get("role") != "tool":
-        customer = _run_input(messages).get("customer") or "customer"
-        return {
-            "content": "",
-            "tool_calls": [_call(messages, "billing_history", {"customer": str(customer)})],
-            # Asked without tools (a plain chat call): the decision in words, as before.
-            "without_tools": _decision(request),
-        }
-    call = _answered_call(messages, last)
-    result = _json(last.get("content"))
-    if call["name"] == "billing_history":
-        return _decide(messages, request, result)
-    if call["name"] == "issue_refund":
-        return {"content": _confirm(messages, call["arguments"], result)}
-    return {"content": "Something went wrong on my side; a person will follow up."}
-
-
-def _requested(request: str) -> tuple[Decimal, str, str]:
-    """The amount, order and reason the request names (A-1001 when it names no order)."""
-    found = _AMOUNT.search(request)
-    amount = Decimal(found.group(1).replace(",", "")) if found else Decimal(0)
-    order = _ORDER.search(request)
-    reason = (
-        "duplicate charge" if re.search(r"duplicate|twice", request, re.I) else "customer request"
-    )
-    # More digits than any bill has: left as it is, it will not match one.
-    with contextlib.suppress(ArithmeticError):
-        amount = amount.quantize(Decimal("0.01"))
-    return amount, order.group(1) if order else "A-1001", reason
-
-
-def _decision(request: str) -> str:
-    amount, order, reason = _requested(request)
-    return f"Refund {amount} USD for order {order}: {reason}."
-
-
-def _decide(messages: list[dict[str, Any]], request: str, billing: Any) -> dict[str, Any]:
-    amount, order, _ = _requested(request)
-    orders = billing.get("orders") if isinstance(billing, dict) else None
-    known = {str(o.get("order")): o for o in orders or [] if isinstance(o, dict)}
-    try:
-        matches = order in known and amount <= Decimal(str(known[order].get("amount")))
-    except ArithmeticError:
-        matches = False
-    if not matches:
-        return {
-            "content": f"I can't refund {amount} for {order}: it doesn't match your billing "
-            "history."
-        }
-    customer = billing.get("customer") or _run_input(messages).get("customer") or "customer"
-    arguments = {"customer": str(customer), "order": order, "amount": str(amount)}
-    return {
-        "content": _decision(request),
-        "tool_calls": [_call(messages, "issue_refund", arguments)],
-    }
-
-
-def _confirm(messages: list[dict[str, Any]], arguments: Any, receipt: Any) -> str:
-    asked = arguments if isinstance(arguments, dict) else {}
-    if not isinstance(receipt, dict) or "error" in receipt or not receipt.get("refund_id"):
-        problem = receipt.get("error", "") if isinstance(receipt, dict) else ""
-        if isinstance(receipt, dict) and _DECLINED_BY_A_PERSON.search(str(problem)):
-            comment = str(receipt.get("comment") or "")
-            return f"A manager reviewed your refund and declined it. {comment}".strip()
-        return f"Your refund was declined: {problem or 'the payment provider did not confirm it'}."
-    # The receipt says what really ran (a manager may have edited the arguments).
-    amount = receipt.get("amount") or asked.get("amount")
-    order = receipt.get("order") or asked.get("order")
-    done = f"Done: {amount} refunded for order {order} (refund {receipt['refund_id']})."
-    channel = _remembered_channel(messages)
-    if channel:
-        done += f" We will send the confirmation by {channel}, as you prefer."
-    return done
-
-
-def _remembered_channel(messages: list[dict[str, Any]]) -> str:
-    """The contact channel the memory section of the packed context quotes, if any."""
-    for message in messages:
-        content = _text(message.get("content"))
-        if message.get("role") == "system" and content.startswith("Remembered"):
-            found = _REMEMBERED_CHANNEL.search(content)
-            if found:
-                return found["channel"]
-    return ""
-
-
-def _run_input(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run input the agent gave as data (ToolAgent's input_context)."""
-    for message in messages:
-        content = _text(message.get("content"))
-        if message.get("role") == "system" and content.startswith(_INPUT_DATA):
-            data = _json(content[len(_INPUT_DATA) :])
-            return data if isinstance(data, dict) else {}
-    return {}
-
-
-def _this_run(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The messages after the current request: this run's tool calls and results."""
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") == "user":
-            return messages[index + 1 :]
-    return messages
-
-
-def _call(messages: list[dict[str, Any]], name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """A tool call whose id is derived from the request and the turn."""
-    turn = sum(1 for m in _this_run(messages) if m.get("role") == "assistant")
-    digest = hashlib.sha256(_last_user(messages).encode()).hexdigest()[:12]
-    return {"id": f"call_{digest}_{turn}", "name": name, "arguments": arguments}
-
-
-def _answered_call(messages: list[dict[str, Any]], result: dict[str, Any]) -> dict[str, Any]:
-    """The call (name, arguments) a tool message answers, from the assistant's tool_calls."""
-    for message in reversed(messages):
-        for call in message.get("tool_calls") or []:
-            if call.get("id") == result.get("tool_call_id"):
-                function = call.get("function") or {}
-                arguments = function.get("arguments")
-                if isinstance(arguments, str):
-                    arguments = _json(arguments)
-                return {"name": str(function.get("name") or ""), "arguments": arguments}
-    return {"name": "", "arguments": None}
-
-
-def _json(text: Any) -> Any:
-    try:
-        return json_input.loads(str(text or ""))
-    except ValueError:
-        return None
-
-
-DEMO_SCRIPT: list[Rule] = [(_asks_for_refund, _refund_desk)]
-DEMO_DEFAULT = (
-    "Hello, this is the refund desk. Tell me the order and the amount, "
-    "for example: please refund $40 for order A-1001."
-)
 
 
 # --- choosing a model from settings ---------------------------------------------------------------
@@ -498,7 +338,10 @@ def get_model() -> ChatModel:
     provider = getattr(settings, "LLM_PROVIDER", "scripted")
     if provider == "scripted":
         delay = float(getattr(settings, "LLM_SCRIPTED_DELAY_SECONDS", 0.0))
-        return ScriptedModel(DEMO_SCRIPT, default=DEMO_DEFAULT, delay_seconds=delay)
+        # The script is the installation's (by default the demo refund desk's,
+        # agents/demo/scripted_desk.py): named by a setting, as agent modules are.
+        script: Script = import_string(settings.LLM_SCRIPT)
+        return ScriptedModel(script.rules, default=script.default, delay_seconds=delay)
     if provider == "openai":
         return OpenAIChatModel(
             base_url=getattr(settings, "LLM_BASE_URL", "http://127.0.0.1:11434/v1"),

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from agents.demo.scripted_desk import RULES as DEMO_SCRIPT
 from agents.runtime.errors import (
     LLMConnectionError,
     LLMRateLimited,
@@ -20,7 +21,6 @@ from agents.runtime.errors import (
     LLMTimeout,
 )
 from agents.runtime.llm import (
-    DEMO_SCRIPT,
     ChatResult,
     OpenAIChatModel,
     ScriptedModel,
@@ -366,7 +366,10 @@ def test_a_delay_makes_the_call_take_at_least_that_long():
             "Please refund $400 for order A-1001, I was charged twice.",
             "Refund 400.00 USD for order A-1001: duplicate charge.",
         ),
-        ("I'd like a refund of $40 please", "Refund 40.00 USD for order A-1001: customer request."),
+        (
+            "I'd like a refund of 40 dollars on a-1002",
+            "Refund 40.00 USD for order A-1002: customer request.",
+        ),
         ("$1,250.5 refund on B-2002", "Refund 1250.50 USD for order B-2002: customer request."),
     ],
 )
@@ -540,3 +543,54 @@ def test_an_unknown_provider_is_a_configuration_error(settings):
 
     with pytest.raises(ImproperlyConfigured, match="oracle"):
         get_model()
+
+
+@pytest.mark.parametrize(
+    "text,decision",
+    [
+        (
+            "Hi, I was charged twice for order A-1002, can I get a refund of 40.00? Please "
+            "email me at alice@example.com",
+            "Refund 40.00 USD for order A-1002: duplicate charge.",
+        ),
+        ("refund 40 for a-1002", "Refund 40.00 USD for order A-1002: customer request."),
+        (
+            "USD 40 for A-1002, refund please",
+            "Refund 40.00 USD for order A-1002: customer request.",
+        ),
+        (
+            "I want my money back. 40$ order A1002",
+            "Refund 40.00 USD for order A-1002: customer request.",
+        ),
+        (
+            "I paid 1,234.50 EUR twice on 2026-11-03 for a-1002. Refund it.",
+            "Refund 1234.50 USD for order A-1002: duplicate charge.",
+        ),
+    ],
+)
+def test_the_demo_desk_reads_amounts_and_orders_as_people_write_them(text, decision):
+    demo = ScriptedModel(DEMO_SCRIPT, default="default")
+
+    assert demo.chat([{"role": "user", "content": text}]).content == decision
+
+
+@pytest.mark.parametrize(
+    "text,reply",
+    [
+        ("Refund order A-1002 please", "I see order A-1002, but I need the amount"),
+        ("please refund $40", "I see the amount 40.00, but I need the order number"),
+        ("I was charged twice!", "I need the order number and the amount"),
+    ],
+)
+def test_a_refund_request_lacking_the_order_or_amount_gets_a_reply_naming_what_is_missing(
+    text, reply
+):
+    demo = ScriptedModel(DEMO_SCRIPT, default="default")
+
+    answer = demo.chat([{"role": "user", "content": text}], tools=DEMO_TOOLS)
+
+    assert answer.content.startswith(reply) and not answer.tool_calls
+    assert (
+        'For example: "I was charged twice for order A-1002, please refund 40.00".'
+        in answer.content
+    )

@@ -68,6 +68,12 @@ def test_a_summary_may_be_a_plain_line_and_keeps_the_generic_outcome():
             "Refund 9.00 for A-1001 → gave up (turn limit)",
         ),
         ("Where is my parcel?", {"answer": "On its way."}, "Where is my parcel? → answered"),
+        (
+            "refund order a-1002 please",
+            {"answer": "I see order A-1002, but I need the amount to look at a refund."},
+            "refund order a-1002 please → not understood",
+        ),
+        ("refund 40 dollars on a-1002", None, "Refund 40.00 for A-1002"),
     ],
 )
 def test_the_demo_refund_desk_summarises_a_run_as_amount_order_and_outcome(

@@ -157,3 +157,35 @@ def test_tool_calls_that_do_not_fit_are_dropped():
         {"name": "delete_everything", "arguments": {"key": "x"}},
     ]
     assert extraction.from_tool_calls(calls) == []
+
+
+@pytest.mark.parametrize(
+    "message,facts",
+    [
+        (
+            "Hi, I was charged twice for order A-1002, can I get a refund of 40.00? Please "
+            "email me at alice@example.com",
+            [
+                ("contact.channel", "Prefers to be contacted by email"),
+                ("contact.email", "Email address is alice@example.com"),
+            ],
+        ),
+        ("just text me when it's done", [("contact.channel", "Prefers to be contacted by sms")]),
+        (
+            "call me on +1 (555) 010-0100 please",
+            [
+                ("contact.channel", "Prefers to be contacted by phone"),
+                ("contact.phone", "Phone number is +1 (555) 010-0100"),
+            ],
+        ),
+        ("I prefer WhatsApp", [("contact.channel", "Prefers to be contacted by WhatsApp")]),
+        ("contact me on whatsapp", [("contact.channel", "Prefers to be contacted by WhatsApp")]),
+        ("you can reach me at bob@corp.io", [("contact.email", "Email address is bob@corp.io")]),
+        ("call me back later", []),
+        ("I'd rather not be emailed", []),
+    ],
+)
+def test_the_patterns_remember_the_contact_facts_people_state(message, facts):
+    found = extraction.from_patterns(message)
+    assert [(op.key, op.text) for op in found] == facts
+    assert {op.kind for op in found} <= {"propose"}
