@@ -174,3 +174,10 @@ refund_desk.progress_words = {
     "billing_history": "checking your billing",
     "issue_refund": "issuing the refund",
 }
+# What the chat offers a person to start with (agents/web/forms.ChatStartForm.starters): a
+# refund the desk makes, one a manager must approve, and a contact preference it remembers.
+refund_desk.starters = [
+    "I was charged twice for order A-1002, please refund 40.00",
+    "Please refund $400 for order A-1001, I was charged twice",
+    "I prefer WhatsApp. How will you let me know?",
+]

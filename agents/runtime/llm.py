@@ -340,7 +340,7 @@ def get_model() -> ChatModel:
         delay = float(getattr(settings, "LLM_SCRIPTED_DELAY_SECONDS", 0.0))
         # The script is the installation's (by default the demo refund desk's,
         # agents/demo/scripted_desk.py): named by a setting, as agent modules are.
-        script: Script = import_string(settings.LLM_SCRIPT)
+        script: Script = import_string(str(settings.LLM_SCRIPT))
         return ScriptedModel(script.rules, default=script.default, delay_seconds=delay)
     if provider == "openai":
         return OpenAIChatModel(

@@ -164,3 +164,13 @@ class ChatStartForm(ChatMessageForm):
                 "invalid_choice": "There is no agent with that name.",
             }
         )
+
+    def starters(self) -> list[tuple[str, str, str]]:
+        """(agent, its label, a first message) for each message an agent offers to start
+        with (its `starters`, as a demo's agent declares them), for a person to click."""
+        return [
+            (a.name, agent_label(a.name), str(text))
+            for a in all_agents()
+            if a.startable
+            for text in getattr(a, "starters", ())[:3]
+        ]

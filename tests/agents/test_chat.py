@@ -76,6 +76,23 @@ def test_a_member_sends_a_message_and_a_run_starts_in_a_new_conversation_as_them
     assert (message.role, message.content, message.run_id) == ("user", ASK, run.pk)
 
 
+def test_the_start_form_offers_the_desks_starter_messages_and_one_click_starts_with_it(
+    client_for, members, tenant_a, enqueued
+):
+    member = client_for("member")
+    page = text_of(member.get("/conversations/"))
+    starters = get_agent("refund_desk").starters
+    assert "Or start with one of these" in page
+    for text in starters:
+        assert f'<input type="hidden" name="message" value="{text}">' in page
+
+    response = member.post("/conversations/new/", {"agent": "refund_desk", "message": starters[0]})
+
+    assert response.status_code == 302
+    [run] = rows(Run, tenant_a)
+    assert run.input["message"] == starters[0]
+
+
 def test_with_htmx_the_chat_replaces_the_form_and_follows_the_run_live(
     client_for, tenant_a, enqueued
 ):
