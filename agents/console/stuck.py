@@ -53,7 +53,8 @@ REASONS: dict[str, Reason] = {
     for r in [
         Reason(
             "lease_expired",
-            "Worker lost",
+            # Not "Worker lost": that is a run the sweep took back (the recovery history).
+            "Lease expired, not yet taken back",
             "The worker running this step stopped answering: its lease expired, so it most "
             "likely crashed, was killed or lost its network.",
             "resume",

@@ -115,7 +115,7 @@ _OUTCOMES = [
 
 
 def summarize_refund(run_input: dict, output: object) -> RunSummary:
-    """ "Refund 40.00 for A-1002 → refunded": the amount and order the customer asked about,
+    """ "Asked: refund 40.00 for A-1002 → refunded": the amount and order the customer asked about,
     and how the desk's answer ended (empty while the run has none; "not understood" when the
     desk asked for what the request lacked)."""
     message = str(run_input.get("message") or "")
@@ -123,7 +123,8 @@ def summarize_refund(run_input: dict, output: object) -> RunSummary:
     if request.amount is None or not request.asks_refund:
         what = message or f"Question from {run_input.get('customer') or 'a customer'}"
         return RunSummary(what, _refund_outcome(output, None))
-    what = f"Refund {request.amount} for {request.order or 'an order'}"
+    # What was asked, never read as what was done: the outcome says that.
+    what = f"Asked: refund {request.amount} for {request.order or 'an order'}"
     return RunSummary(what, _refund_outcome(output, request.amount))
 
 

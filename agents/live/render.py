@@ -191,6 +191,8 @@ def _run_batch(view: RunView, run: Run, events: list[RunEventLog]) -> str:
     context = {
         **pages.summary_context(run),
         "principal": view.principal,
+        # An end user reads what happened in plain words: no hosts, processes or codes.
+        "plain": view.principal.sees_only_own,
         "now": timezone.now(),
         # Shared by every socket on the run, so no per-user CSRF input: forms on a live page
         # submit through htmx, which sends the token as a header (<body hx-headers>).
@@ -253,7 +255,9 @@ def _sections(run: Run, names: set[str], context: dict[str, Any]) -> list[str]:
             )
         )
     if "run-waterfall" in names:
-        chart = waterfall.run_waterfall(run, pages.steps(run), approvals, context["now"])
+        chart = waterfall.run_waterfall(
+            run, pages.steps(run), approvals, context["now"], plain=context["plain"]
+        )
         parts.append(render_to_string(f"{RUN}#run-waterfall", {**context, "waterfall": chart}))
     return parts
 
@@ -304,8 +308,9 @@ def runs_update(view: RunsView, event: dict[str, Any]) -> list[str]:
         fits = event.get("kind") == "run.queued" and pages.run_matches(found, view.form())
         if run_id in view.shown or fits:
             view.shown.add(run_id)
-            pages.dress_runs([found])
-            row = render_to_string(f"{RUNS}#run-row", {"run": found})
+            pages.dress_runs([found], plain=view.principal.sees_only_own)
+            plain = view.principal.sees_only_own
+            row = render_to_string(f"{RUNS}#run-row", {"run": found, "plain": plain})
             messages.append(f'<tbody hx-swap-oob="afterbegin:#runs-tbody">{row}</tbody>')
         counts = pages.status_counts(view.principal)
     context = {"counts": counts, "principal": view.principal}

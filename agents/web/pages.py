@@ -272,11 +272,13 @@ def cancel_confirmation(run: Run) -> Confirmation:
 def run_context(
     run: Run,
     *,
+    plain: bool = False,
     cancel_error: str | None = None,
     approval_errors: dict[Any, tuple[str | None, str]] | None = None,
 ) -> dict[str, Any]:
     """Everything the run page shows. `run` is read before the rest, so what the page shows
-    is at least as new as `run.event_seq`, the number the live updates continue from."""
+    is at least as new as `run.event_seq`, the number the live updates continue from. `plain`:
+    for an end user, what happened in words, without workers, hosts or error codes."""
     run_approvals = approvals(run, approval_errors)
     timeline = steps(run)
     now = timezone.now()
@@ -284,7 +286,8 @@ def run_context(
         **summary_context(run),
         **io_context(run),
         "steps": timeline,
-        "waterfall": waterfall.run_waterfall(run, timeline, run_approvals, now),
+        "waterfall": waterfall.run_waterfall(run, timeline, run_approvals, now, plain=plain),
+        "plain": plain,
         "tool_calls": tool_calls(run),
         "approvals": run_approvals,
         "audit": audit_trail(run, run_approvals),
@@ -316,29 +319,38 @@ def runs_table(principal: Principal, filters: RunFilterForm) -> tuple[dict[str, 
         cursor = make_cursor(page.last.created_at, page.last.pk)
         older = "?" + urlencode({**keep, "before": cursor})
     live = {**keep, "before": filters.data.get("before", "")} if data["before"] else keep
-    dress_runs(page.rows)
+    dress_runs(page.rows, plain=principal.sees_only_own)
     return {
         "filters": filters,
         "runs": page.rows,
         "older_url": older,
         "newest_url": ("?" + urlencode(keep)) if data["before"] else None,
         "only_own": principal.sees_only_own,
+        "plain": principal.sees_only_own,  # words for end users (run_detail.html#status-badge)
         "live_filter": urlencode(live),
     }, 200 if filters.is_valid() else 400
 
 
-def dress_runs(runs: list[Run], now: dt.datetime | None = None) -> list[Run]:
+# What an end user reads where staff read an error's code (they see our world, not theirs).
+SOMETHING_WENT_WRONG = "something went wrong on our side"
+
+
+def dress_runs(
+    runs: list[Run], now: dt.datetime | None = None, *, plain: bool = False
+) -> list[Run]:
     """What a row of the runs lists shows beyond the run's fields: its summary (`what`, and
-    `outcome`: how it ended, or its error's code), how long it took (`took_s`: started to
-    finished) or what it has been doing (`going`) since when (`going_since`, `going_s`), and
-    `retried` (more than one attempt at its current step)."""
+    `outcome`: how it ended, or its error's code; for an end user, `plain`, words instead of
+    the code), how long it took (`took_s`: started to finished) or what it has been doing
+    (`going`) since when (`going_since`, `going_s`), and `retried` (more than one attempt at
+    its current step)."""
     now = now or timezone.now()
     for run in runs:
         line = run_summary(run.agent, run.input, run.output)
         error = run.error.get("code") if isinstance(run.error, dict) else None
+        failed = bool(error) and run.status == RunStatus.FAILED
         run.what = line.what  # type: ignore[attr-defined]
         run.outcome = line.outcome or (  # type: ignore[attr-defined]
-            f"error: {error}" if error and run.status == RunStatus.FAILED else ""
+            (SOMETHING_WENT_WRONG if plain else f"error: {error}") if failed else ""
         )
         run.took_s = _took_s(run)  # type: ignore[attr-defined]
         since = None if run.is_finished else run.started_at or run.created_at

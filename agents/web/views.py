@@ -109,7 +109,8 @@ def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
 
     It stays current over the websocket (agents/live/): no polling."""
     run = get_run_for_member(request, run_id)
-    return vary_on_htmx(_run_response(request, pages.run_context(run)))
+    context = pages.run_context(run, plain=request.principal.sees_only_own)
+    return vary_on_htmx(_run_response(request, context))
 
 
 @require_http_methods(["GET", "POST"])
@@ -123,12 +124,14 @@ def run_cancel(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     try:
         run = services.run_cancel(principal=request.principal, run=run)
     except AppError as exc:
-        context = pages.run_context(run, cancel_error=exc.message)
+        context = pages.run_context(
+            run, plain=request.principal.sees_only_own, cancel_error=exc.message
+        )
         return _run_response(request, context, exc.status)
     if not request.htmx:
         messages.success(request, "Cancel requested." if not run.is_finished else "Cancelled.")
         return redirect("agents:run_detail", run_id=run.pk)
-    return _run_response(request, pages.run_context(run))
+    return _run_response(request, pages.run_context(run, plain=request.principal.sees_only_own))
 
 
 @require_POST
@@ -148,7 +151,11 @@ def run_approval_decide(
         pages.dress_approval(approval, error=error, draft=form.data.get("comment", ""))
         return render(request, f"{RUN}#approval", {"approval": approval}, status=status)
     errors = {approval.pk: (error, form.data.get("comment", ""))}
-    return _run_response(request, pages.run_context(run, approval_errors=errors), status)
+    return _run_response(
+        request,
+        pages.run_context(run, plain=request.principal.sees_only_own, approval_errors=errors),
+        status,
+    )
 
 
 def _decide(

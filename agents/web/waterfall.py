@@ -66,10 +66,16 @@ class Waterfall:
 
 
 def run_waterfall(
-    run: Run, steps: Sequence[Any], approvals: Iterable[Any], now: dt.datetime
+    run: Run,
+    steps: Sequence[Any],
+    approvals: Iterable[Any],
+    now: dt.datetime,
+    *,
+    plain: bool = False,
 ) -> Waterfall:
     """The run's waterfall chart and how long it spent on each kind of thing (`steps`: the
-    run page's timeline entries, `approvals`: its approval requests)."""
+    run page's timeline entries, `approvals`: its approval requests; `plain`: for an end user,
+    without workers or error codes)."""
     end = run.finished_at or now
     if graph_runs.is_graph_run(run):
         return _graph_waterfall(run, steps, list(approvals), end, now)
@@ -77,7 +83,7 @@ def run_waterfall(
     # Checkpoints without attempts were written elsewhere (a LangGraph thread through the API)
     # or by an admin's repair: nothing here says how long their steps took.
     untimed = not timed and any(getattr(e, "checkpoint", None) for e in steps)
-    spans = [] if untimed else _spans(run, steps, list(approvals), end, now)
+    spans = [] if untimed else _spans(run, steps, list(approvals), end, now, plain)
     elapsed = _ms(run.created_at, end)
     totals = _totals(spans)
     chart = charts.waterfall(
@@ -214,7 +220,12 @@ def describe(totals: Sequence[Total], elapsed_ms: float, *, finished: bool) -> s
 
 
 def _spans(
-    run: Run, steps: Sequence[Any], approvals: list[Any], end: dt.datetime, now: dt.datetime
+    run: Run,
+    steps: Sequence[Any],
+    approvals: list[Any],
+    end: dt.datetime,
+    now: dt.datetime,
+    plain: bool = False,
 ) -> list[charts.Span]:
     t0 = run.created_at
     statuses = {e.seq: e.checkpoint.status for e in steps if getattr(e, "checkpoint", None)}
@@ -227,7 +238,7 @@ def _spans(
     for attempt in attempts:
         if attempt.started_at > cursor:
             spans += _between(previous, statuses, approvals, t0, cursor, attempt.started_at)
-        spans.append(_attempt(attempt, t0))
+        spans.append(_attempt(attempt, t0, plain))
         cursor, previous = max(cursor, attempt.ended_at or attempt.started_at), attempt
     if run.status == RunStatus.RUNNING and run.updated_at and run.updated_at >= cursor:
         if run.updated_at > cursor:
@@ -240,9 +251,10 @@ def _spans(
     return spans
 
 
-def _attempt(attempt: StepAttempt, t0: dt.datetime) -> charts.Span:
+def _attempt(attempt: StepAttempt, t0: dt.datetime, plain: bool = False) -> charts.Span:
     label = f"Step {attempt.seq} · {attempt.step}"
-    where = f"attempt {attempt.attempt}" + (f" on {attempt.worker}" if attempt.worker else "")
+    on = f" on {attempt.worker}" if attempt.worker and not plain else ""
+    where = f"attempt {attempt.attempt}{on}"
     ended = attempt.ended_at or attempt.started_at
     if attempt.outcome == AttemptOutcome.SUCCEEDED:
         start = attempt.started_at
@@ -252,7 +264,7 @@ def _attempt(attempt: StepAttempt, t0: dt.datetime) -> charts.Span:
         ran = f"; ran {charts.millis(attempt.duration_ms)}" if attempt.duration_ms else ""
         return _span(label, "lost", t0, attempt.started_at, ended, f"{where}, worker lost{ran}")
     outcome = ENDED.get(AttemptOutcome(attempt.outcome), attempt.outcome)
-    detail = attempt.error_code or attempt.error_class
+    detail = None if plain else attempt.error_code or attempt.error_class
     note = f"{where}, {outcome}" + (f" ({detail})" if detail else "")
     return _span(label, "failed", t0, attempt.started_at, ended, note)
 

@@ -63,7 +63,7 @@ def test_only_admins_apply_bulk_actions(client_for, run, who):
 
 def test_the_run_page_says_why_the_run_is_stuck_and_what_to_do(client_for, run):
     page = client_for("admin").get(f"/console/runs/{run.pk}/").content.decode()
-    assert "Worker lost" in page
+    assert "Lease expired, not yet taken back" in page
     assert "its lease expired" in page
     assert "Resume it: another worker continues from the last checkpoint" in page
 
@@ -186,7 +186,10 @@ def test_only_admins_see_the_console_counts(client_for, run, who):
     response = client_for(who).get("/console/summary/", HTTP_HX_REQUEST="true")
     assert response.status_code == _expect(who, admin=200, outsider=200)
     if who == "outsider":  # counted in their own tenant: no runs
-        assert 'Worker lost</span> <strong class="count">0</strong>' in response.content.decode()
+        assert (
+            'Lease expired, not yet taken back</span> <strong class="count">0</strong>'
+            in response.content.decode()
+        )
 
 
 def test_the_list_loads_without_waiting_for_the_counts_which_follow_it(client_for, run):
@@ -202,5 +205,5 @@ def test_the_console_counts_runs_by_status_and_stuck_runs_by_reason(client_for, 
     assert page.lstrip().startswith('<div class="grid-2 even" id="console-summary">')
     assert "hx-trigger" not in page
     assert 'Retries used up</span> <strong class="count">1</strong>' in page
-    assert 'Worker lost</span> <strong class="count">1</strong>' in page
+    assert 'Lease expired, not yet taken back</span> <strong class="count">1</strong>' in page
     assert 'Failed</span> <strong class="count">1</strong>' in page

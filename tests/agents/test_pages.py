@@ -372,7 +372,8 @@ def test_a_row_says_what_the_run_was_how_it_ended_how_long_it_took_when_and_its_
     )
     row = page_text(client_for("viewer").get("/runs/")).split("<tbody")[1]
     row = row_of(row, run)
-    assert f'<a href="/runs/{run.pk}/">Refund 40.00 for A-1002</a>' in row  # what, as the link
+    # what was asked, as the link
+    assert f'<a href="/runs/{run.pk}/">Asked: refund 40.00 for A-1002</a>' in row
     assert '<td class="outcome">refunded</td>' in row
     assert "29 s" in row  # started → finished
     assert re.search(r'<time datetime="[^"]+" title="[^"]+">3 min ago</time>', row)

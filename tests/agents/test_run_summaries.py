@@ -44,28 +44,28 @@ def test_a_summary_may_be_a_plain_line_and_keeps_the_generic_outcome():
         (
             "Please refund $40 for order A-1002",
             {"answer": "Done: 40.00 refunded for order A-1002 (refund re_7).", "turns": 3},
-            "Refund 40.00 for A-1002 → refunded",
+            "Asked: refund 40.00 for A-1002 → refunded",
         ),
         (
             "Please refund $400 for order A-1001, I was charged twice",
             {"answer": "Done: 250.00 refunded for order A-1001 (refund re_8)."},
-            "Refund 400.00 for A-1001 → refunded 250.00",
+            "Asked: refund 400.00 for A-1001 → refunded 250.00",
         ),
-        ("Please refund $400 for order A-1001", None, "Refund 400.00 for A-1001"),
+        ("Please refund $400 for order A-1001", None, "Asked: refund 400.00 for A-1001"),
         (
             "Refund $1,250.5 on B-2002",
             {"answer": "I can't refund 1250.50 for B-2002: it doesn't match your billing history."},
-            "Refund 1250.50 for B-2002 → not refunded",
+            "Asked: refund 1250.50 for B-2002 → not refunded",
         ),
         (
             "refund $9 for A-1001",
             {"answer": "A manager reviewed your refund and declined it."},
-            "Refund 9.00 for A-1001 → declined by a manager",
+            "Asked: refund 9.00 for A-1001 → declined by a manager",
         ),
         (
             "refund $9 for A-1001",
             {"answer": None, "reason": "turn_limit", "turns": 6},
-            "Refund 9.00 for A-1001 → gave up (turn limit)",
+            "Asked: refund 9.00 for A-1001 → gave up (turn limit)",
         ),
         ("Where is my parcel?", {"answer": "On its way."}, "Where is my parcel? → answered"),
         (
@@ -73,7 +73,7 @@ def test_a_summary_may_be_a_plain_line_and_keeps_the_generic_outcome():
             {"answer": "I see order A-1002, but I need the amount to look at a refund."},
             "refund order a-1002 please → not understood",
         ),
-        ("refund 40 dollars on a-1002", None, "Refund 40.00 for A-1002"),
+        ("refund 40 dollars on a-1002", None, "Asked: refund 40.00 for A-1002"),
     ],
 )
 def test_the_demo_refund_desk_summarises_a_run_as_amount_order_and_outcome(

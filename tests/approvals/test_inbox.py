@@ -59,7 +59,7 @@ def test_a_row_shows_the_customer_the_amount_with_its_currency_the_age_and_the_r
     assert '<code>issue_refund</code><br><span class="customer">for ada@example.com</span>' in row
     assert '400.00 <abbr class="currency" title="USD">USD</abbr>' in row
     assert re.search(r'<time datetime="[^"]+" title="[^"]+">12 min ago</time>', row)
-    assert f'<a href="/runs/{run.pk}/">Refund 400.00 for A-1001</a>' in row
+    assert f'<a href="/runs/{run.pk}/">Asked: refund 400.00 for A-1001</a>' in row
     assert 'Review<span class="visually-hidden"> issue_refund for 400.00 USD' in row
 
 

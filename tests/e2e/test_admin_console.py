@@ -86,15 +86,15 @@ def test_an_admin_resumes_a_run_whose_worker_was_killed_and_it_completes(
         what="the dead worker's lease to expire",
     )
     page.get_by_label("Stuck", exact=True).select_option("lease_expired")
-    expect(row).to_contain_text("Worker lost")
+    expect(row).to_contain_text("Lease expired, not yet taken back")
     page.reload()  # the counts load after the list, in a request of their own
-    expect(page.locator("#console-summary")).to_contain_text("Worker lost 1")
+    expect(page.locator("#console-summary")).to_contain_text("Lease expired, not yet taken back 1")
     screenshot(page, "console-runs-stuck")
 
     row.get_by_role("link", name="refund_desk").click()
     expect(page).to_have_url(re.compile(rf"/console/runs/{run.pk}/$"))
     reasons = page.locator("#stuck-reasons")
-    expect(reasons).to_contain_text("Worker lost")
+    expect(reasons).to_contain_text("Lease expired, not yet taken back")
     expect(reasons).to_contain_text("its lease expired")
     expect(reasons).to_contain_text("Suggested: Resume it")
     screenshot(page, "console-run-stuck")

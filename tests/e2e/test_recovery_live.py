@@ -216,7 +216,8 @@ def test_an_admin_watching_the_console_sees_a_lost_worker_flagged_then_recovered
     host = load_lost_worker(run).rsplit(":", 1)[0]
     page.get_by_label("Lost worker").fill(host)
     page.keyboard.press("Enter")
-    expect(history.locator(".recovered-counts")).to_contain_text(f"lost in the last day by {host}")
+    counts = history.locator(".recovered-counts")
+    expect(counts).to_contain_text(f"taken back automatically in the last day by {host}")
     expect(history.locator("tbody tr[id]")).to_have_count(1)
     htmx_settled(page)  # each answer swaps the form in again: act on the settled one
     page.get_by_label("Lost worker").fill("not a worker!")
@@ -232,7 +233,7 @@ def test_an_admin_watching_the_console_sees_a_lost_worker_flagged_then_recovered
     expect(page.locator("#recovered-filters-problems")).to_have_count(0)
     htmx_settled(page)
     page.get_by_label("When lost").select_option("hour")  # from the last day to the last hour
-    expect(history.locator(".recovered-counts")).to_contain_text("lost in the last hour")
+    expect(counts).to_contain_text("taken back automatically in the last hour")
     expect(history.locator("tbody tr[id]")).to_have_count(1)
     screens(page, "console-recovered-history", "#console-recovered")
 

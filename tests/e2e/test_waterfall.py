@@ -180,7 +180,8 @@ def test_the_pictures_fit_a_desktop_and_a_phone(page, console_url, acme):
     charts = page.locator("#runs-charts")
     expect(charts.get_by_role("img", name=re.compile("^Runs created per hour"))).to_be_visible()
     expect(charts.get_by_role("img", name=re.compile("^Step time per hour"))).to_be_visible()
-    expect(page.locator("#runs-tbody tr[id]").first).to_contain_text("Refund 40.00 for A-1002")
+    newest = page.locator("#runs-tbody tr[id]").first
+    expect(newest).to_contain_text("Asked: refund 40.00 for A-1002")
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=console_url)
     first = page.locator("#runs-tbody tr[id]").first
     run_id = first.get_attribute("id").removeprefix("run-row-")

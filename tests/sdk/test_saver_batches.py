@@ -90,6 +90,9 @@ def test_every_request_of_a_graph_carries_one_step_and_takes_the_one_statement_p
             config = {"configurable": {"thread_id": str(uuid.uuid4())}}
             assert graph.invoke({"i": 0}, config, durability=durability) == {"i": 12}
 
-    # The shapes the one-statement path takes (external_fast.eligible).
-    assert set(shapes) <= {"put", "writes put", "writes"}, shapes
-    assert sum(shapes.values()) <= 3 * 14
+    # A checkpoint travels with its own step's writes only: the shapes the one-statement path
+    # takes (external_fast.eligible). Writes whose checkpoint is late (a loaded machine) go
+    # alone once the linger has passed, and the checkpoint after them.
+    with_checkpoint = {shape for shape in shapes if "put" in shape}
+    assert with_checkpoint <= {"put", "writes put"}, shapes
+    assert sum(n for shape, n in shapes.items() if "put" in shape) == 3 * 14  # one per checkpoint

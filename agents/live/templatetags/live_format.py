@@ -108,6 +108,27 @@ def event_label(event: Any) -> str:
 
 
 @register.filter
+def event_label_plain(event: Any) -> str:
+    """The event log's line for an end user: what happened in their words, without workers,
+    hosts, processes or error codes (staff read event_label)."""
+    data: dict[str, Any] = event.data or {}
+    kind = event.kind
+    if kind == "step.started":
+        if data.get("recovered"):
+            return "Recovered automatically: carrying on from where it stopped"
+        return f"Working on step {data.get('step_seq', '?')}"
+    if kind == "run.lost":
+        return "Something went wrong on our side; we are retrying"
+    if kind == "step.failed":
+        if data.get("outcome") == "retrying":
+            return "Something went wrong on our side; we are retrying"
+        return "Something went wrong on our side; the request stopped"
+    if kind == "step.finished":
+        return f"Step {data.get('step_seq', '?')} done"
+    return event_label(event)
+
+
+@register.filter
 def refusal_for(approval: Any, principal: Any) -> str | None:
     """Why `principal` may not decide this approval (its policy: role, group, four eyes), or
     None if they may: the run page offers Approve/Reject only to those the service accepts."""
