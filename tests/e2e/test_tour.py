@@ -61,7 +61,7 @@ def test_the_five_minute_tour_from_the_readme(browser, page, console_url, acme, 
     page.get_by_role("button", name="Send", exact=True).click()
     expect(page).to_have_url(re.compile(r"/conversations/[0-9a-f-]{36}/$"))
     reply = page.locator("#chat-log .from-agent").last
-    expect(reply).to_contain_text("waiting for a manager", timeout=30_000)
+    expect(reply).to_contain_text("Waiting for a manager", timeout=30_000)
     shots(page, "alice-waits")
 
     # 2. mia sees the request live and approves it.
