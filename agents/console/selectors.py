@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Q, QuerySet
 
 from agents.console import stuck
 from agents.console.diff import Change, state_diff
 from agents.console.forms import AGES
 from agents.runtime import graph_runs
+from agents.runtime import selectors as runtime_selectors
 from agents.runtime.definitions import get_agent
 from agents.runtime.errors import AppError
 from agents.runtime.models import AgentSession, Checkpoint, Run, RunStatus
@@ -100,12 +101,8 @@ def _of_user(principal: Principal, username: str) -> Q:
 
 
 def status_counts(principal: Principal) -> list[dict[str, Any]]:
-    rows = tenant_runs(principal).order_by().values_list("status").annotate(n=Count("id"))
-    counts = dict(rows)
-    return [
-        {"value": value, "label": label, "count": counts.get(value, 0)}
-        for value, label in RunStatus.choices
-    ]
+    """Every run of the tenant, counted by status."""
+    return runtime_selectors.status_counts(tenant_runs(principal))
 
 
 def stuck_counts(principal: Principal, now: dt.datetime) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from agents.runtime.models import (
     PackedContext,
     Run,
     RunEventLog,
+    RunStatus,
     StepAttempt,
     ToolCall,
 )
@@ -55,6 +56,16 @@ def runs_for(
     if agent:
         runs = runs.filter(agent=agent)
     return runs.order_by("-created_at")
+
+
+def status_counts(runs: QuerySet[Run]) -> list[dict[str, Any]]:
+    """How many of `runs` are in each status (every status, zeros included), for the runs
+    page and the console alike."""
+    counts = dict(runs.order_by().values_list("status").annotate(n=Count("id")))
+    return [
+        {"value": value, "label": label, "count": counts.get(value, 0)}
+        for value, label in RunStatus.choices
+    ]
 
 
 def run_for(principal: Principal, run_id: Any) -> Run:
