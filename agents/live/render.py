@@ -29,7 +29,6 @@ from agents.runtime import selectors
 from agents.runtime.models import FINISHED, Run, RunEventLog
 from agents.web import chat_pages, context_record, pages, waterfall
 from agents.web.forms import RunFilterForm
-from approvals.models import ApprovalRequest, ApprovalStatus
 from tenants.principal import Principal
 from tenants.scope import tenant_scope
 
@@ -345,29 +344,6 @@ def register_feed(kind: str, render: Feed) -> Feed:
 
 def feed_messages(kind: str, view: FeedView, event: dict[str, Any] | None) -> list[str]:
     return FEEDS[kind](view.principal, event, view.page)
-
-
-def approvals_badge(
-    principal: Principal, event: dict[str, Any] | None, page: str | None = None
-) -> list[str]:
-    """The default approvals feed: `<span id="approvals-badge">` with the pending count."""
-    if event and not str(event.get("kind", "")).startswith("approval."):
-        return []
-    with _scoped(principal):
-        visible_runs = selectors.runs_for(principal).values("pk")
-        hidden = event and principal.sees_only_own and not visible_runs.filter(pk=event["run_id"])
-        if hidden:
-            return []  # another member's approval: not even that something happened
-        pending = ApprovalRequest.objects.for_tenant(principal.tenant).filter(
-            status=ApprovalStatus.PENDING
-        )
-        if principal.sees_only_own:
-            pending = pending.filter(run__in=visible_runs)
-        count = pending.count()
-    return [render_to_string("agents/live/approvals_badge.html", {"pending": count})]
-
-
-register_feed("approvals", approvals_badge)
 
 
 # --- the chat (agents/web/chat.py) ----------------------------------------------------------------
