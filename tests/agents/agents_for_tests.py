@@ -8,19 +8,20 @@ from collections import Counter
 import redis
 from django.db import IntegrityError, OperationalError
 
-from agents.runtime.definitions import (
+from agents.runtime import (
     Agent,
+    PermanentStepError,
     RetryPolicy,
     fail,
     finish,
     goto,
     register,
     sleep_until,
+    tool,
     wait_for_approval,
     wait_for_event,
 )
-from agents.runtime.errors import LLMRateLimited, PermanentStepError
-from agents.runtime.tools import tool
+from agents.runtime.errors import LLMRateLimited  # the engine's own error, not an author's
 
 calls: Counter = Counter()
 side_effects: Counter = Counter()

@@ -8,9 +8,8 @@ import json
 from collections import Counter
 from typing import Any
 
-from agents.runtime import ToolAgent, register
+from agents.runtime import ToolAgent, register, tool
 from agents.runtime.llm import ChatResult
-from agents.runtime.tools import tool
 
 payments: Counter = Counter()
 lookups: Counter = Counter()
