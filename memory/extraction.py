@@ -141,7 +141,11 @@ _FORGET = re.compile(
 )
 
 
-PROFILE = Category.PROFILE
+# Where the person said they can be reached: (pattern, fact key, the fact's words).
+_ADDRESSES = [
+    (_EMAIL, "contact.email", "Email address is {}"),
+    (_PHONE, "contact.phone", "Phone number is {}"),
+]
 
 
 def _channel(said: re.Match[str]) -> str:
@@ -178,14 +182,10 @@ def from_patterns(message: str) -> list[Operation]:
                 category=Category.PREFERENCE,
             )
         )
-    address = _EMAIL.search(message)
-    if address:
-        text = f"Email address is {address['address']}"
-        found.append(Operation("propose", key="contact.email", text=text, category=PROFILE))
-    number = _PHONE.search(message)
-    if number:
-        text = f"Phone number is {' '.join(number['number'].split())}"
-        found.append(Operation("propose", key="contact.phone", text=text, category=PROFILE))
+    for pattern, key, words in _ADDRESSES:
+        if said_at := pattern.search(message):
+            text = words.format(" ".join(said_at[1].split()))
+            found.append(Operation("propose", key=key, text=text, category=Category.PROFILE))
     name = _NAME.search(message)
     if name:
         found.append(

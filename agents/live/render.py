@@ -307,8 +307,8 @@ def runs_update(view: RunsView, event: dict[str, Any]) -> list[str]:
         fits = event.get("kind") == "run.queued" and pages.run_matches(found, view.form())
         if run_id in view.shown or fits:
             view.shown.add(run_id)
-            pages.dress_runs([found], plain=view.principal.sees_only_own)
-            plain = view.principal.sees_only_own
+            plain = view.principal.sees_only_own  # an end user's words (status badge, outcome)
+            pages.dress_runs([found], plain=plain)
             row = render_to_string(f"{RUNS}#run-row", {"run": found, "plain": plain})
             messages.append(f'<tbody hx-swap-oob="afterbegin:#runs-tbody">{row}</tbody>')
         counts = pages.status_counts(view.principal)
