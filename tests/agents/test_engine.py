@@ -572,6 +572,32 @@ def test_the_lease_is_kept_alive_across_many_short_steps_that_outlast_it(
     assert (outcome["r"].status, outcome["r"].steps) == ("succeeded", 30)
 
 
+def test_a_renewal_that_waited_behind_its_own_steps_commit_still_extends_the_lease(
+    start, reload, admin
+):
+    from agents.runtime.engine.heartbeat import RENEW_SQL
+
+    run = start("three_steps")
+    tenant = str(admin.tenant.pk)
+    claim = store.claim(tenant_id=tenant, run_id=run.pk, worker="w1", lease_seconds=0.5)
+    with connection.cursor() as cursor:  # the step committed meanwhile: the version moved on
+        cursor.execute(
+            "SELECT set_config('app.tenant_id', %s, true);"
+            " UPDATE agents_run SET version = version + 1 WHERE id = %s",
+            [tenant, run.pk],
+        )
+    assert reload(run).version == claim.version + 1
+
+    def renew(worker, version, seconds):
+        params = {"tenant": tenant, "run": str(run.pk), "worker": worker, "lease": seconds}
+        with connection.cursor() as cursor:
+            cursor.execute(RENEW_SQL, {**params, "version": version})
+        return reload(run).lease_expires_at - timezone.now()
+
+    assert renew("w1", claim.version, 60) > dt.timedelta(seconds=30)
+    assert renew("w2", claim.version + 1, 600) < dt.timedelta(seconds=61)  # not another's
+
+
 def test_writes_registered_by_a_step_commit_with_it_and_not_with_a_failed_attempt(
     start, step, reload
 ):
