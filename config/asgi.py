@@ -16,7 +16,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import OriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
-from agents.web import langgraph_steps  # noqa: E402
+from agents.web import langgraph_reads, langgraph_steps  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
 from memory import mcp, query_vectors  # noqa: E402
 
@@ -24,11 +24,14 @@ query_vectors.prepare_web_process()
 
 
 async def http_app(scope, receive, send) -> None:
-    """The MCP server (memory/mcp.py) at /mcp, the LangGraph saver's per-step door
-    (agents/web/langgraph_steps.py, served lean); every other path goes to Django."""
+    """The MCP server (memory/mcp.py) at /mcp, the LangGraph saver's per-step door and its
+    one-checkpoint read (agents/web/langgraph_steps.py, langgraph_reads.py, served lean);
+    every other path goes to Django."""
     path = scope["path"]
     if path == langgraph_steps.PATH:
         await langgraph_steps.application(scope, receive, send)
+    elif path == langgraph_reads.PATH and (query := langgraph_reads.lean_query(scope)):
+        await langgraph_reads.application(scope, receive, send, query)
     elif path == mcp.PATH or path.startswith(mcp.PATH + "/"):
         await mcp.application(scope, receive, send)
     else:

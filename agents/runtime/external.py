@@ -641,9 +641,15 @@ def _with_values(principal: Principal, found: list[ExternalCheckpoint]) -> list[
             if channels
             else {}
         )
-        for w in ExternalWrite.objects.for_tenant(principal.tenant).filter(
-            thread_id=thread_id, checkpoint_ns=ns, checkpoint_id__in=[r.checkpoint_id for r in mine]
-        ):
+        for w in (
+            ExternalWrite.objects.for_tenant(principal.tenant)
+            .filter(
+                thread_id=thread_id,
+                checkpoint_ns=ns,
+                checkpoint_id__in=[r.checkpoint_id for r in mine],
+            )
+            .order_by("id")
+        ):  # as written (agentstate_langgraph_read orders them so too)
             writes.setdefault((thread_id, ns, w.checkpoint_id), []).append(w)
     return [
         _as_dict(

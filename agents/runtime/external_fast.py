@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
+from django.db import ProgrammingError as DjangoProgrammingError
 from django.db import connection, connections, transaction
 
 from agents.runtime import external, graph_runs
@@ -31,6 +32,8 @@ logger = logging.getLogger(__name__)
 
 FUNCTION = "agentstate_langgraph_step"
 CALL = f"SELECT * FROM {FUNCTION}({', '.join(['%s'] * 27)})"
+READ_FUNCTION = "agentstate_langgraph_read"
+READ_CALL = f"SELECT {READ_FUNCTION}(%s, %s, %s, %s, %s)"
 _SHARED = {"tenant": "p_tenant", "run": "v_run", "thread": "p_thread", "ns": "p_ns"}
 _missing_warned = False
 
@@ -68,6 +71,8 @@ def install(**kwargs: Any) -> None:
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
         cursor.execute(f"DROP FUNCTION IF EXISTS {FUNCTION}")
         cursor.execute(function_sql())
+        cursor.execute(f"DROP FUNCTION IF EXISTS {READ_FUNCTION}")
+        cursor.execute(sql.load("agents.runtime", "external_read_function"))
 
 
 def eligible(ops: list[dict[str, Any]]) -> bool:
@@ -136,13 +141,8 @@ def step(
         ]  # fmt: skip
     else:
         params += [None] * 15
-    connection.ensure_connection()
-    try:
-        with connection.wrap_database_errors:
-            cursor = psycopg.Cursor(connection.connection)
-            cursor.execute(CALL, params, prepare=settings.AGENTSTATE_PREPARED_STATEMENTS)
-            row = cursor.fetchone()
-    except psycopg.errors.UndefinedFunction:
+    row = _call(CALL, params)
+    if row is _MISSING:
         if not _missing_warned:
             _missing_warned = True
             logger.warning(
@@ -171,3 +171,36 @@ def step(
     else:
         after.extend(events)
     return [{"checkpoint_id": put["checkpoint_id"], "run_id": str(run_id)}] if put else []
+
+
+def read(
+    *,
+    tenant_id: Any,
+    key_hash: str,
+    thread_id: str,
+    checkpoint_ns: str | None,
+    checkpoint_id: str | None,
+) -> str | None:
+    """One checkpoint of the thread as the JSON text `GET langgraph/checkpoints` answers, in
+    one statement outside any transaction; None when the key is not good for it (the door's
+    general path then says why) or the function is not installed."""
+    row = _call(READ_CALL, [tenant_id, key_hash, thread_id, checkpoint_ns, checkpoint_id])
+    return None if row is None or row is _MISSING else row[0]
+
+
+_MISSING = ("missing",)  # the function is not installed (a database not migrated since)
+
+
+def _call(statement: str, params: list[Any]) -> tuple | None:
+    """The statement's one row, in autocommit on the thread's connection (prepared, as the
+    engine's statements are); _MISSING when its function does not exist."""
+    connection.ensure_connection()
+    try:
+        with connection.wrap_database_errors:
+            cursor = psycopg.Cursor(connection.connection)
+            cursor.execute(statement, params, prepare=settings.AGENTSTATE_PREPARED_STATEMENTS)
+            return cursor.fetchone()
+    except DjangoProgrammingError as exc:
+        if isinstance(exc.__cause__, psycopg.errors.UndefinedFunction):
+            return _MISSING
+        raise

@@ -197,7 +197,7 @@ class CheckpointsView(ApiView):
             metadata=query.get("metadata"),
             limit=query.get("limit"),
         )
-        return Response({"results": [_encoded(c) for c in found]})
+        return Response({"results": [encoded(c) for c in found]})
 
     @extend_schema(
         operation_id="langgraph_checkpoints_put",
@@ -309,7 +309,7 @@ def _refused(request: Request, exc: ThreadDrivenElsewhere, thread_id: str, verb:
     return Response(exc.as_dict(), status=exc.status)
 
 
-def _encoded(found: dict[str, Any]) -> dict[str, Any]:
+def encoded(found: dict[str, Any]) -> dict[str, Any]:
     return {
         **found,
         "blob": _b64(found["blob"]),

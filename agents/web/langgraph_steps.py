@@ -23,6 +23,7 @@ import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -47,7 +48,7 @@ logger = logging.getLogger(__name__)
 
 PATH = "/api/v1/langgraph/steps"
 MAX_OPS = 1000
-JSON_HEADERS = [(b"content-type", b"application/json")]
+JSON_HEADERS = [(b"content-type", b"application/json"), (b"x-content-type-options", b"nosniff")]
 
 
 class Refused(AppError):
@@ -78,7 +79,7 @@ def answer(
         steps = sum(1 for op in ops if op["op"] == "put") or 1
         token = token.strip()
         counted = False
-        known = _recent.get(token)
+        known = recent_keys.get(token)
         if known is not None and external_fast.eligible(ops):
             # The common step of a key read a moment ago: one statement, which checks the key
             # again (revoked or expired: the general path below refuses it).
@@ -114,9 +115,9 @@ def answer(
                     key = known
                 elif known is not None:  # revoked or expired since: refused here
                     key, ahead = api_key_resolve(token), None
-                _recent.keep(token, key)
+                recent_keys.keep(token, key)
             except KeyRefused as exc:
-                _recent.forget(token)
+                recent_keys.forget(token)
                 raise Refused(401, "unauthenticated", str(exc)) from None
             principal = Principal.for_api_key(key, key.tenant)
             if not principal.can("write"):
@@ -129,25 +130,31 @@ def answer(
     except ThreadDrivenElsewhere as exc:  # the batch rolled back; the attempt is kept
         _audit_refusal(acting, ops, exc)
         return exc.status, exc.as_dict(), {}
-    except throttling.RateLimited as exc:
+    except Exception as exc:
+        return refused(exc)
+
+
+def refused(exc: Exception) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """The API's answer to a refusal or an outage raised while answering (re-raised: a bug)."""
+    if isinstance(exc, throttling.RateLimited):
         body_ = {"code": "rate_limited", "message": str(exc.detail)}
         return 429, body_, {"Retry-After": str(max(1, math.ceil(exc.wait)))}
-    except Refused as exc:
+    if isinstance(exc, Refused):
         headers = {"WWW-Authenticate": 'Bearer realm="api"'} if exc.status == 401 else {}
         return exc.status, {"code": exc.code, "message": exc.message}, headers
-    except AppError as exc:  # BadInput, PayloadTooLarge, the services' refusals
+    if isinstance(exc, AppError):  # BadInput, PayloadTooLarge, the services' refusals
         return exc.status, exc.as_dict(), {}
-    except Exception as exc:
-        if outage.is_outage(exc):
-            return 503, {"code": "unavailable", "message": outage.MESSAGE}, {"Retry-After": "1"}
-        raise
+    if outage.is_outage(exc):
+        return 503, {"code": "unavailable", "message": outage.MESSAGE}, {"Retry-After": "1"}
+    raise exc
 
 
 class _RecentKeys:
     """API keys this process resolved in the last KEY_REUSE_SECONDS, by token (at most
-    KEYS_KEPT). Only the steps door reuses one, and only once the batch's own statements
-    proved the key active, unexpired and an integration's (external.RunsAhead): a revoked
-    key is refused at its next step. A key's scopes never change; its tenant's settings (rate
+    KEYS_KEPT). Only the LangGraph doors (steps, and the one-checkpoint read in
+    langgraph_reads.py) reuse one, and only in statements that prove the key active, unexpired
+    and an integration's again (external.RunsAhead, the step and read functions): a revoked
+    key is refused at its next call. A key's scopes never change; its tenant's settings (rate
     overrides) are read again when it is."""
 
     KEY_REUSE_SECONDS = 10.0
@@ -173,7 +180,7 @@ class _RecentKeys:
         self._keys.pop(token, None)
 
 
-_recent = _RecentKeys()
+recent_keys = _RecentKeys()
 
 
 def _audit_refusal(principal: Principal, ops: list[dict[str, Any]], exc: AppError) -> None:
@@ -207,7 +214,7 @@ async def application(scope: dict, receive: Any, send: Any) -> None:
     """The path served straight from ASGI: read the body (refused past the limit), answer in
     one thread call, hand the connection back to the pool."""
     if scope["method"] != "POST":
-        await _send(send, 405, {"code": "method_not_allowed", "message": "Use POST."}, {})
+        await send_json(send, 405, {"code": "method_not_allowed", "message": "Use POST."}, {})
         return
     headers = dict(scope.get("headers") or [])
     limit = max_bytes()
@@ -217,7 +224,7 @@ async def application(scope: dict, receive: Any, send: Any) -> None:
         declared = 0
     if declared > limit:
         status, body, extra = 413, _too_large().as_dict(), {"Connection": "close"}
-        await _send(send, status, body, extra)
+        await send_json(send, status, body, extra)
         return
     chunks, size = [], 0
     while True:
@@ -227,7 +234,7 @@ async def application(scope: dict, receive: Any, send: Any) -> None:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            await _send(send, 413, _too_large().as_dict(), {"Connection": "close"})
+            await send_json(send, 413, _too_large().as_dict(), {"Connection": "close"})
             return
         chunks.append(chunk)
         if not message.get("more_body"):
@@ -235,12 +242,13 @@ async def application(scope: dict, receive: Any, send: Any) -> None:
     authorization = headers.get(b"authorization", b"").decode("latin-1")
     after: list[Callable[[], None]] = []
     loop = asyncio.get_running_loop()
-    status, body, extra = await loop.run_in_executor(
-        _executor(), _in_thread, authorization, b"".join(chunks), after
+    body = b"".join(chunks)
+    status, body_, extra = await loop.run_in_executor(
+        executor(), in_thread, partial(answer, authorization, body, after=after), f"POST {PATH}"
     )
-    await _send(send, status, body, extra)
+    await send_json(send, status, body_, extra)
     if after:  # the step's live events, off the graph's path
-        loop.run_in_executor(_executor(), _send_events, after)
+        loop.run_in_executor(executor(), _send_events, after)
 
 
 def _send_events(after: list[Callable[[], None]]) -> None:
@@ -254,7 +262,7 @@ def _send_events(after: list[Callable[[], None]]) -> None:
 _threads: list[ThreadPoolExecutor] = []
 
 
-def _executor() -> ThreadPoolExecutor:
+def executor() -> ThreadPoolExecutor:
     # Threads of this door's own, each keeping its database connection from one request to
     # the next (a connection drawn from the pool per request costs a round trip to check it):
     # at most LANGGRAPH_STEP_THREADS of the pool's connections stay with them.
@@ -267,13 +275,15 @@ def _executor() -> ThreadPoolExecutor:
     return _threads[0]
 
 
-def _in_thread(
-    authorization: str, body: bytes, after: list[Callable[[], None]]
+def in_thread(
+    work: Callable[[], tuple[int, dict[str, Any], dict[str, str]]], what: str
 ) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """Run a lean door's `work` on its thread: a bug is a logged 500 with the API's body,
+    never a hang; a connection left in a transaction or broken is closed."""
     try:
-        return answer(authorization, body, after=after)
-    except Exception:  # noqa: BLE001 - a bug is a logged 500 with the API's body, never a hang
-        logger.exception("POST %s failed", PATH)
+        return work()
+    except Exception:  # noqa: BLE001
+        logger.exception("%s failed", what)
         return 500, {"code": "server_error", "message": "The server failed."}, {}
     finally:
         # A connection that failed goes (the next request opens another); a good one stays.
@@ -283,8 +293,11 @@ def _in_thread(
                 conn.close()
 
 
-async def _send(send: Any, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
-    raw = json.dumps(body).encode()
+async def send_json(
+    send: Any, status: int, body: dict[str, Any] | str, headers: dict[str, str]
+) -> None:
+    """The answer: `body` as JSON (a str is JSON text already)."""
+    raw = (body if isinstance(body, str) else json.dumps(body)).encode()
     await send(
         {
             "type": "http.response.start",
