@@ -1,13 +1,20 @@
 """Group the saver's calls into as few requests as durability allows.
 
 A graph's step makes two calls: `put_writes` (a task's writes, for the checkpoint it ran
-from) and then `put` (the next checkpoint). Each call still returns only once the server has
-committed it; what changes is that calls made close together travel together: a sender
-takes every call queued so far and sends them, in order, as one `POST langgraph/steps`,
+from) and then `put` (the next checkpoint). Calls made close together travel together: a
+sender takes the calls queued so far and sends them, in order, as one `POST langgraph/steps`,
 applied in one transaction. Writes alone wait a moment (`linger`, counted from when they
 were queued or the last request came back, whichever is later: a checkpoint waits for the one
 before it) for the checkpoint that usually follows; when none comes (an interrupt, an error,
 a task whose siblings still run) they go alone once it has passed. A checkpoint never waits.
+
+A call returns once the server has committed it, except an `early` one (the saver's
+checkpoints between steps with durability "async", which LangGraph saves in the background
+while the next step runs): it returns once queued, and a sender of its own sends it (with
+whatever queued behind it meanwhile, in one request). Requests go one at a time, in the
+order of the calls, so any call that waits for its commit (a task's writes, the checkpoint
+at the graph's end or interrupt, a read) also waits for every early call before it; an early
+call's failure is raised by the next call.
 """
 
 from __future__ import annotations
@@ -29,7 +36,15 @@ class _Item:
     __slots__ = ("op", "size", "at", "done")
 
     def __init__(self, op: dict[str, Any], size: int, done: Any) -> None:
+        # done: the future its caller waits on; None for an early call (nobody waits)
         self.op, self.size, self.at, self.done = op, size, time.monotonic(), done
+
+    def settle(self, exc: BaseException | None) -> None:
+        if self.done is not None and not self.done.done():
+            if exc is None:
+                self.done.set_result(None)
+            else:
+                self.done.set_exception(exc)
 
 
 class _Saved:
@@ -52,13 +67,13 @@ class _Saved:
 
 
 def _take(queue: list[_Item], saved: _Saved) -> list[_Item]:
-    """The calls of the next request (at least one), removed from the queue: the oldest
+    """The calls of the next request (at least one), removed from the queue. Behind early
+    calls (a graph running ahead), every call queued, in order. Otherwise the oldest
     checkpoint with the writes queued before it, but not the writes of checkpoints that are not
-    saved yet (a graph running ahead, durability "async", queues a later step's writes before
-    that step's checkpoint: they wait for it, so each request stays one step). Without a
-    checkpoint queued, the oldest calls."""
+    saved yet (they wait for theirs, so each request stays one step, which the server saves in
+    one statement). Without a checkpoint queued, the oldest calls."""
     put_at = next((i for i, item in enumerate(queue) if item.op["op"] == "put"), None)
-    if put_at is None:
+    if any(item.done is None for item in queue) or put_at is None:
         candidates = list(range(len(queue)))
     else:
         parent = queue[put_at].op.get("parent_checkpoint_id")
@@ -80,15 +95,25 @@ def _take(queue: list[_Item], saved: _Saved) -> list[_Item]:
     return batch
 
 
+def _after_failure(queue: list[_Item]) -> list[_Item]:
+    """Every call queued behind an early call that failed, removed from the queue: none of
+    them is sent (a checkpoint saved after one that is missing would leave a gap); they fail
+    with it."""
+    behind = queue[:]
+    queue.clear()
+    return behind
+
+
 def _has_put(queue: list[_Item]) -> bool:
     return any(item.op["op"] == "put" for item in queue)
 
 
 class Sender:
-    """The sync side, without a thread of its own: a caller whose call is queued and who finds
-    nobody sending sends the queue itself (a checkpoint at once, writes after the linger),
-    and the others wait for their answer. The checkpoint that a graph waits for is usually
-    sent by the very thread that waits for it: no hand-over on the step's path."""
+    """The sync side: a caller whose call is queued and who finds nobody sending sends the
+    queue itself (a checkpoint at once, writes after the linger), and the others wait for their
+    answer. The checkpoint that a graph waits for is usually sent by the very thread that waits
+    for it: no hand-over on the step's path. Early calls are sent by a thread of the sender's
+    own, started at the first."""
 
     def __init__(self, send: Callable[[list[dict[str, Any]]], Any], linger: float) -> None:
         self._send = send
@@ -99,15 +124,26 @@ class Sender:
         self._closed = False
         self._back = 0.0  # when the last request came back
         self._saved = _Saved()
+        self._failed: BaseException | None = None  # an early call's error, for the next call
+        self._thread: threading.Thread | None = None
 
-    def call(self, op: dict[str, Any], size: int) -> None:
-        """Queue `op` and return once the server has committed it (or raise its error)."""
-        item = _Item(op, size, Future())
+    def call(self, op: dict[str, Any], size: int, *, early: bool = False) -> None:
+        """Queue `op` and return once the server has committed it (or raise its error); an
+        `early` call returns once queued."""
+        item = _Item(op, size, None if early else Future())
         with self._cond:
             if self._closed:
                 raise RuntimeError("the saver is closed")
+            self._raise_failed()
             self._queue.append(item)
             self._cond.notify_all()
+            if early:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._send_early, name="agentstate-saver", daemon=True
+                    )
+                    self._thread.start()
+                return
             while not item.done.done():
                 if self._sending or item not in self._queue:
                     self._cond.wait()
@@ -119,30 +155,57 @@ class Sender:
                 self._send_queued()
         item.done.result()
 
+    def flush(self) -> None:
+        """Wait until every call queued so far is committed (raising an early call's error)."""
+        with self._cond:
+            while any(item.done is None for item in self._queue) or self._sending:
+                self._cond.wait()
+            self._raise_failed()
+
+    def _raise_failed(self) -> None:
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            raise failed
+
+    def _send_early(self) -> None:
+        with self._cond:
+            while True:
+                if self._sending or not any(item.done is None for item in self._queue):
+                    self._cond.wait()
+                    continue
+                self._send_queued()
+
     def _send_queued(self) -> None:
         # Called holding the lock; sends without it.
         batch = _take(self._queue, self._saved)
         self._sending = True
         self._cond.release()
+        failed: BaseException | None = None
         try:
             self._send([item.op for item in batch])
         except BaseException as exc:  # noqa: BLE001 - each waiting call gets it
-            for item in batch:
-                item.done.set_exception(exc)
+            failed = exc
         else:
             self._saved.add(batch)
-            for item in batch:
-                item.done.set_result(None)
         finally:
             self._cond.acquire()
+            if failed is not None and any(item.done is None for item in batch):
+                batch += _after_failure(self._queue)
+                self._failed = failed
+            for item in batch:
+                item.settle(failed)
             self._sending = False
             self._back = time.monotonic()
             self._cond.notify_all()
 
     def close(self) -> None:
-        """Refuse new calls (those queued are sent by their callers)."""
-        with self._cond:
-            self._closed = True
+        """Send what is queued early, then refuse new calls (those queued otherwise are sent
+        by their callers)."""
+        try:
+            self.flush()
+        finally:
+            with self._cond:
+                self._closed = True
 
 
 class AsyncSender:
@@ -159,24 +222,35 @@ class AsyncSender:
         self._task: asyncio.Task | None = None
         self._back = 0.0
         self._saved = _Saved()
+        self._failed: BaseException | None = None  # an early call's error, for the next call
 
-    async def call(self, op: dict[str, Any], size: int) -> None:
+    async def call(self, op: dict[str, Any], size: int, *, early: bool = False) -> None:
+        """As Sender.call, on the running loop."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             self._loop, self._queue, self._wake, self._task = loop, [], asyncio.Event(), None
-        done = loop.create_future()
+        self._raise_failed()
+        done = None if early else loop.create_future()
         self._queue.append(_Item(op, size, done))
         assert self._wake is not None
         self._wake.set()
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._run())
-        await done
+        if done is not None:
+            await done
 
     async def drain(self) -> None:
-        """Wait until what is queued on this loop has been sent."""
+        """Wait until what is queued on this loop has been sent (raising an early call's
+        error)."""
         task = self._task
         if task is not None and self._loop is asyncio.get_running_loop() and not task.done():
             await asyncio.shield(task)
+        self._raise_failed()
+
+    def _raise_failed(self) -> None:
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            raise failed
 
     async def _run(self) -> None:
         assert self._wake is not None
@@ -195,15 +269,16 @@ class AsyncSender:
             try:
                 await self._send([item.op for item in batch])
             except BaseException as exc:  # noqa: BLE001 - each waiting call gets it
+                if any(item.done is None for item in batch):
+                    batch += _after_failure(self._queue)
+                    self._failed = exc
                 for item in batch:
-                    if not item.done.done():
-                        item.done.set_exception(exc)
+                    item.settle(exc)
                 if isinstance(exc, asyncio.CancelledError):
                     raise
             else:
                 self._saved.add(batch)
                 for item in batch:
-                    if not item.done.done():
-                        item.done.set_result(None)
+                    item.settle(None)
             finally:
                 self._back = time.monotonic()

@@ -6,8 +6,15 @@ sessions with runs, checkpoints and their timeline.
     graph = builder.compile(checkpointer=saver)
     graph.invoke(inputs, {"configurable": {"thread_id": "order-1042"}})
 
-A step costs one request: a checkpoint travels with the writes of the tasks before it (see
-_batch.py), and each call still returns only once the server has committed it. The async
+A step costs one request at most: a checkpoint travels with the writes of the tasks before it
+(see _batch.py), and each call returns only once the server has committed it, except, with
+durability "async" (LangGraph's default), a checkpoint between two steps: LangGraph saves it
+in the background while the next step runs, and the saver lets the graph run on while it
+sends it, with the steps that queue behind it in one request. The graph's last checkpoint,
+its tasks' writes (an interrupt's, an error's) and every read wait for all of them, so a
+finished `invoke` has saved everything; a graph that stops at a static interrupt
+(`interrupt_before`/`after`) may return up to one request before its last checkpoint is
+saved: `saver.flush()` waits for it. The async
 methods use an async HTTP client on the running event loop. Close the saver (or use it as a
 context manager) to close its connections.
 
@@ -73,6 +80,13 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
 
     # --- lifecycle ------------------------------------------------------------------------------
 
+    def flush(self) -> None:
+        """Wait until every checkpoint saved so far is committed (raising a failure)."""
+        self._sender.flush()
+
+    async def aflush(self) -> None:
+        await self._asender.drain()
+
     def close(self) -> None:
         """Send what is queued, then close the connections."""
         self._sender.close()
@@ -100,6 +114,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint the config names, or the thread's latest in its namespace."""
         query = _get_query(config)
+        self._sender.flush()
         found = self._client.get(CHECKPOINTS, **query)["results"]
         return (
             self._tuple(found[0], config if "checkpoint_id" in query else None) if found else None
@@ -115,11 +130,13 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first, by thread, namespace, metadata and position."""
         query = _list_query(config, filter, before, limit)
+        self._sender.flush()
         for found in self._client.get(CHECKPOINTS, **query)["results"]:
             yield self._tuple(found, None)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         query = _get_query(config)
+        await self._asender.drain()
         found = (await self._client.aget(CHECKPOINTS, **query))["results"]
         return (
             self._tuple(found[0], config if "checkpoint_id" in query else None) if found else None
@@ -134,6 +151,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         query = _list_query(config, filter, before, limit)
+        await self._asender.drain()
         for found in (await self._client.aget(CHECKPOINTS, **query))["results"]:
             yield self._tuple(found, None)
 
@@ -149,7 +167,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         """Save a checkpoint and the channel values it introduced (with any writes queued
         before it, in one request)."""
         op, size = self._put_op(config, checkpoint, metadata, new_versions)
-        self._sender.call(op, size)
+        self._sender.call(op, size, early=_early(config, op))
         return _config(op["thread_id"], op["checkpoint_ns"], checkpoint["id"])
 
     def put_writes(
@@ -171,7 +189,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         op, size = self._put_op(config, checkpoint, metadata, new_versions)
-        await self._asender.call(op, size)
+        await self._asender.call(op, size, early=_early(config, op))
         return _config(op["thread_id"], op["checkpoint_ns"], checkpoint["id"])
 
     async def aput_writes(
@@ -188,29 +206,35 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
 
     def delete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, value and write of the thread."""
+        self._sender.flush()
         self._client.delete(_thread_path(thread_id))
 
     async def adelete_thread(self, thread_id: str) -> None:
+        await self._asender.drain()
         await self._client.adelete(_thread_path(thread_id))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint (all namespaces), value and pending write to another thread."""
         body = {"source": str(source_thread_id), "target": str(target_thread_id)}
+        self._sender.flush()
         self._client.post("langgraph/copy", body, **ONCE)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         body = {"source": str(source_thread_id), "target": str(target_thread_id)}
+        await self._asender.drain()
         await self._client.apost("langgraph/copy", body, **ONCE)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Forget the checkpoints (and their writes) that these LangGraph runs saved."""
         if run_ids:
+            self._sender.flush()
             self._client.post(
                 "langgraph/runs/delete", {"run_ids": [str(r) for r in run_ids]}, **ONCE
             )
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         if run_ids:
+            await self._asender.drain()
             await self._client.apost(
                 "langgraph/runs/delete", {"run_ids": [str(r) for r in run_ids]}, **ONCE
             )
@@ -219,11 +243,13 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         """`keep_latest`: keep each namespace's latest checkpoint; `delete`: forget them all."""
         if thread_ids:
             body = {"thread_ids": [str(t) for t in thread_ids], "strategy": strategy}
+            self._sender.flush()
             self._client.post("langgraph/prune", body, **ONCE)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         if thread_ids:
             body = {"thread_ids": [str(t) for t in thread_ids], "strategy": strategy}
+            await self._asender.drain()
             await self._client.apost("langgraph/prune", body, **ONCE)
 
     # --- approvals ------------------------------------------------------------------------------
@@ -371,6 +397,18 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
                 for w in writes
             ],
         )
+
+
+def _early(config: RunnableConfig, op: dict[str, Any]) -> bool:
+    """Whether `put` may return before the checkpoint is committed: a checkpoint between two
+    steps of a graph run with durability "async" (LangGraph's default, which saves in the
+    background while the next step runs). The graph's last checkpoint (no next node), and
+    every one of durability "sync" or "exit" or saved outside a graph, is waited for."""
+    conf = config.get("configurable", {})
+    durability = conf.get("__pregel_durability") or (
+        "async" if "__pregel_runtime" in conf else None
+    )
+    return durability == "async" and bool(op.get("next"))
 
 
 def _get_query(config: RunnableConfig) -> dict[str, Any]:
