@@ -75,23 +75,29 @@ def install(**kwargs: Any) -> None:
         cursor.execute(sql.load("agents.runtime", "external_read_function"))
 
 
-def eligible(ops: list[dict[str, Any]]) -> bool:
-    """A batch this path takes: one thread, at most one task's plain writes then at most one
-    checkpoint that names the next nodes (no interrupt, resume value or error in it)."""
-    kinds = [op["op"] for op in ops]
-    if kinds not in (["put"], ["writes", "put"], ["writes"]):
-        return False
-    places = {(op["thread_id"], op.get("checkpoint_ns", "")) for op in ops}
-    if len(places) != 1:
-        return False
+def chunks(ops: list[dict[str, Any]]) -> list[list[dict[str, Any]]] | None:
+    """The batch as the steps the function takes, in order (each: at most one task's plain
+    writes, then at most one checkpoint that names the next nodes; no interrupt, resume value
+    or error), all of one thread; None when it is not made of such steps."""
+    found: list[list[dict[str, Any]]] = []
     for op in ops:
-        if op["op"] == "put" and op.get("next") is None:
-            return False
         if op["op"] == "writes" and (
             external.is_judged(op) or op.get("resumed") or op.get("errors") or not op["writes"]
         ):
-            return False
-    return True
+            return None
+        if op["op"] == "put" and op.get("next") is None:
+            return None
+        if op["op"] == "put" and found and [o["op"] for o in found[-1]] == ["writes"]:
+            found[-1].append(op)
+        else:
+            found.append([op])
+    places = {(op["thread_id"], op.get("checkpoint_ns", "")) for op in ops}
+    return found if found and len(places) == 1 else None
+
+
+def eligible(ops: list[dict[str, Any]]) -> bool:
+    """A batch this path takes (see `chunks`)."""
+    return chunks(ops) is not None
 
 
 def step(
@@ -102,10 +108,44 @@ def step(
     ops: list[dict[str, Any]],
     after: list[Callable[[], None]] | None = None,
 ) -> list[dict[str, Any]] | None:
-    """Save the batch (see `eligible`) in one statement outside any transaction: the answer's
-    `saved`, or None when the general path must take it (nothing was written). The step's live
-    events (stored with it) are sent now, or left in `after` for the caller to send."""
+    """Save the batch (see `chunks`): one step in one statement outside any transaction;
+    several (a graph that ran ahead, durability "async"), one statement each, pipelined in
+    one transaction. The answer's `saved`, or None when the general path must take it (nothing
+    was written). The steps' live events (stored with them) are sent now, or left in `after`
+    for the caller to send."""
     global _missing_warned
+    steps = chunks(ops)
+    assert steps is not None
+    calls = [_params(tenant_id, key_hash, driver, chunk) for chunk in steps]
+    rows = _call(CALL, calls[0]) if len(calls) == 1 else _call_together(calls)
+    if rows is _MISSING:
+        if not _missing_warned:
+            _missing_warned = True
+            logger.warning(
+                "%s is not installed (run migrate): steps take the general path", FUNCTION
+            )
+        return None
+    if rows is None:
+        return None
+    rows = [rows] if len(calls) == 1 else rows
+    if any(row is None or row[0] != "ok" for row in rows):
+        return None
+    events: list[Callable[[], None]] = []
+    saved = []
+    for chunk, row in zip(steps, rows, strict=True):
+        put = next((op for op in chunk if op["op"] == "put"), None)
+        events += _events(tenant_id, row, put)
+        if put is not None:
+            saved.append({"checkpoint_id": put["checkpoint_id"], "run_id": str(row[1])})
+    if after is None:
+        for send in events:
+            send()
+    else:
+        after.extend(events)
+    return saved
+
+
+def _params(tenant_id: Any, key_hash: str, driver: str, ops: list[dict[str, Any]]) -> list[Any]:
     writes = next((op for op in ops if op["op"] == "writes"), None)
     put = next((op for op in ops if op["op"] == "put"), None)
     first = writes or put
@@ -141,19 +181,13 @@ def step(
         ]  # fmt: skip
     else:
         params += [None] * 15
-    row = _call(CALL, params)
-    if row is _MISSING:
-        if not _missing_warned:
-            _missing_warned = True
-            logger.warning(
-                "%s is not installed (run migrate): steps take the general path", FUNCTION
-            )
-        return None
-    if row is None or row[0] != "ok":
-        return None
+    return params
+
+
+def _events(tenant_id: Any, row: tuple, put: dict[str, Any] | None) -> list[Callable[[], None]]:
     # Both events are stored with the step: they are only sent.
     _, run_id, _was, step_seq, event_seq, _version, _shown, status, _judged, status_seq = row
-    events = []
+    events: list[Callable[[], None]] = []
     if step_seq is not None and put is not None:
         events.append(partial(
             publish, tenant_id=tenant_id, run_id=run_id, kind="step.finished", seq=event_seq,
@@ -165,12 +199,7 @@ def step(
             publish, tenant_id=tenant_id, run_id=run_id, kind="run.status", seq=status_seq,
             committed=True, status=status,
         ))  # fmt: skip
-    if after is None:
-        for send in events:
-            send()
-    else:
-        after.extend(events)
-    return [{"checkpoint_id": put["checkpoint_id"], "run_id": str(run_id)}] if put else []
+    return events
 
 
 def read(
@@ -189,6 +218,37 @@ def read(
 
 
 _MISSING = ("missing",)  # the function is not installed (a database not migrated since)
+
+
+class _NotAll(Exception):
+    """A step of a batch the function would not take: the transaction is rolled back."""
+
+
+def _call_together(calls: list[list[Any]]) -> list[tuple] | tuple | None:
+    """The function's row for each call, the calls pipelined in one transaction (two round
+    trips: the calls, then the commit), committed only when every step was taken; None (all
+    rolled back) otherwise, _MISSING without the function."""
+    connection.ensure_connection()
+    raw = connection.connection
+    prepare = settings.AGENTSTATE_PREPARED_STATEMENTS
+    try:
+        with connection.wrap_database_errors, raw.transaction():
+            with raw.pipeline():
+                cursors = []
+                for params in calls:
+                    cursor = psycopg.Cursor(raw)
+                    cursor.execute(CALL, params, prepare=prepare)
+                    cursors.append(cursor)
+            rows = [cursor.fetchone() for cursor in cursors]
+            if any(row is None or row[0] != "ok" for row in rows):
+                raise _NotAll
+            return rows
+    except _NotAll:
+        return None
+    except DjangoProgrammingError as exc:
+        if isinstance(exc.__cause__, psycopg.errors.UndefinedFunction):
+            return _MISSING
+        raise
 
 
 def _call(statement: str, params: list[Any]) -> tuple | None:

@@ -231,6 +231,72 @@ def test_a_known_keys_new_thread_is_made_in_its_first_statement_as_the_general_p
         assert kinds[0] == kinds[1]
 
 
+def step_ops(thread: str, i: int, *, last: bool = False) -> list[dict]:
+    """Step i of a thread: the writes of the task that ran from checkpoint i-1, checkpoint i."""
+    put = {**put_op(thread, str(i)), "next": [] if last else ["n"], "step": f"n{i}"}
+    if i:
+        put["parent_checkpoint_id"] = str(i - 1)
+    if not i:
+        return [put]
+    write = {
+        "op": "writes", "thread_id": thread, "checkpoint_id": str(i - 1),
+        "task_id": f"task-{i}", "writes": [{"idx": 0, "channel": "i", "type": "json",
+                                             "blob": base64.b64encode(b"1").decode()}],
+    }  # fmt: skip
+    return [write, put]
+
+
+def test_a_batch_of_several_steps_is_saved_by_the_function_as_one_step_per_request_is(
+    tenant_a, monkeypatch
+):
+    # A graph that ran ahead (durability "async") sends the steps queued behind the one in
+    # flight together: one statement each, in one transaction, the same rows and events.
+    taken = []
+    fast = external_fast.step
+    monkeypatch.setattr(
+        external_fast, "step", lambda **kw: taken.append(result := fast(**kw)) or result
+    )
+    key = factories.make_api_key(tenant_a, ["read", "write"]).raw
+    for thread in ("one-by-one", "together"):
+        assert post_steps(api(key), step_ops(thread, 0)).status_code == 200
+    for i in range(1, 5):
+        answer = post_steps(api(key), step_ops("one-by-one", i, last=i == 4))
+        assert answer.status_code == 200
+    batch = [op for i in range(1, 5) for op in step_ops("together", i, last=i == 4)]
+    answer = post_steps(api(key), batch)
+    assert answer.status_code == 200, answer.content
+    assert [s["checkpoint_id"] for s in answer.json()["saved"]] == ["1", "2", "3", "4"]
+    assert len(taken) == 6 and all(result is not None for result in taken[1:])
+    with tenant_scope(tenant_a.pk):
+        runs = {r.session.title: r for r in Run.objects.select_related("session")}
+        fields = ("status", "step_seq", "event_seq", "current_step", "version")
+        one, together = runs["one-by-one"], runs["together"]
+        assert [getattr(together, f) for f in fields] == [getattr(one, f) for f in fields]
+        assert together.status == "succeeded"
+
+        def kinds(run):
+            return list(run.events.order_by("seq").values_list("kind", "data__status"))
+
+        assert kinds(together) == kinds(one)
+        assert ExternalWrite.objects.filter(thread_id="together").count() == 4
+        assert list(
+            Checkpoint.objects.filter(run=together).order_by("seq").values_list("seq", "step")
+        ) == list(Checkpoint.objects.filter(run=one).order_by("seq").values_list("seq", "step"))
+
+
+def test_a_batch_of_steps_for_a_thread_another_key_drives_writes_nothing(tenant_a):
+    mine = factories.make_api_key(tenant_a, ["read", "write"]).raw
+    theirs = factories.make_api_key(tenant_a, ["read", "write"]).raw
+    assert post_steps(api(mine), step_ops("mine", 0)).status_code == 200
+    post_steps(api(theirs), step_ops("theirs", 0))  # their key is known to the door now
+    batch = [op for i in range(1, 4) for op in step_ops("mine", i)]
+    refused = post_steps(api(theirs), batch)
+    assert (refused.status_code, refused.json()["code"]) == (404, "not_found")
+    with tenant_scope(tenant_a.pk):
+        assert ExternalCheckpoint.objects.filter(thread_id="mine").count() == 1
+        assert not ExternalWrite.objects.filter(thread_id="mine").exists()
+
+
 def test_steps_count_in_the_tenants_langgraph_bucket_across_its_keys(tenant_a, settings):
     settings.API_RATE_LIMIT_LANGGRAPH = "3/min"
     first = factories.make_api_key(tenant_a, ["read", "write"]).raw
