@@ -23,13 +23,16 @@ from typing import Any
 from django.conf import settings
 
 from core.errors import BadInput, InvalidCharacters, TooDeep
-from core.text_input import NON_FIELD, character_problem, printable
+from core.text_input import BAD_CHARACTER, NON_FIELD, character_problem, printable
 
 DEFAULT_MAX_DEPTH = 32
 # A string token, or an unterminated one up to the end of the text: the unrolled loop cannot
 # backtrack, so removing the strings is linear even for text made of escaped quotes.
 _STRING = re.compile(r'"[^"\\]*(?:\\[\s\S][^"\\]*)*(?:"|\\?\Z)')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+# The escapes that can make a NUL or a lone surrogate (or a false alarm: an escaped backslash
+# before "u0000", or a surrogate pair, sends the document to the full check).
+_RISKY_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 
 
 def max_depth() -> int:
@@ -56,7 +59,11 @@ def loads(data: str | bytes | bytearray, *, root: str = "", depth: int | None = 
         raise BadInput(f"Not valid JSON: {exc}.", reason=str(exc), syntax=problem) from None
     except ValueError as exc:
         raise BadInput(f"Not valid JSON: {exc}.", reason=str(exc)) from None
-    validate(value, root=root, depth=limit)
+    # A NUL or a lone surrogate reaches a parsed string only from the text itself or from an
+    # escape: without either, every string is good and the walk over them is skipped. (The
+    # depth was counted on the text above.)
+    if BAD_CHARACTER.search(text) or _RISKY_ESCAPE.search(text):
+        validate(value, root=root, depth=limit)
     return value
 
 

@@ -17,12 +17,12 @@ from core.errors import InvalidCharacters
 
 NON_FIELD = "non_field_errors"
 
-_BAD_CHARACTER = re.compile("[\x00\ud800-\udfff]")
+BAD_CHARACTER = re.compile("[\x00\ud800-\udfff]")
 
 
 def character_problem(value: str) -> str | None:
     """What is wrong with the characters of `value`, in words, or None."""
-    found = _BAD_CHARACTER.search(value)
+    found = BAD_CHARACTER.search(value)
     if found is None:
         return None
     if found.group() == "\x00":
@@ -33,7 +33,7 @@ def character_problem(value: str) -> str | None:
 def printable(text: str) -> str:
     """`text` with NUL and lone surrogates written as \\uXXXX: safe to put in an answer (a
     lone surrogate cannot even be encoded as UTF-8)."""
-    return _BAD_CHARACTER.sub(lambda m: _escape(m.group()), text)
+    return BAD_CHARACTER.sub(lambda m: _escape(m.group()), text)
 
 
 def check_text(value: str, *, field: str) -> None:

@@ -65,6 +65,19 @@ def test_a_surrogate_pair_is_an_ordinary_character():
     assert json_input.loads('{"v": "\\ud83d\\ude00"}') == {"v": "\U0001f600"}
 
 
+@pytest.mark.parametrize("escape", ["\\u0000", "\\uD800", "\\uDBFF"])
+def test_upper_case_escapes_of_bad_characters_are_refused_too(escape):
+    assert refusal(f'{{"v": ["ok", "a{escape}"]}}').code == "invalid_characters"
+
+
+def test_a_lone_surrogate_given_as_text_not_as_an_escape_is_refused():
+    assert refusal('{"v": "a\ud800"}').code == "invalid_characters"
+
+
+def test_an_escaped_backslash_before_u0000_is_text_not_a_nul():
+    assert json_input.loads('{"v": "\\\\u0000"}') == {"v": "\\u0000"}
+
+
 def test_the_first_problem_in_the_document_is_the_one_reported():
     error = refusal('{"a": ["ok", "\\u0000"], "b": "\\u0000"}')
     assert list(error.fields) == ["a[1]"]
