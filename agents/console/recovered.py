@@ -192,7 +192,8 @@ def recovered_notice(recovered: Recovered, action: str = "") -> str:
     if recovered.recovered_at is None:
         lost = timezone.localtime(recovered.lost_at).strftime("%H:%M:%S")
         text = (
-            f"Already recovering automatically: worker {recovered.worker} was lost at {lost} "
+            f"Already recovering automatically: worker {recovered.worker} was lost (last seen "
+            f"alive at {lost}) "
             "and another worker continues from the last checkpoint — no action needed."
         )
     else:

@@ -58,28 +58,35 @@ def forget(worker: str) -> None:
         _warn("could not clear liveness of %s (%s)", worker, exc)
 
 
-def dead_among(workers: list[str]) -> dict[str, datetime | None]:
-    """The workers whose liveness key is missing, each with when it died at the latest: when
-    its next beat was due after the last one seen (None if never seen); empty when Redis
-    cannot tell."""
+def last_seen(workers: list[str]) -> dict[str, datetime]:
+    """When each of these workers last beat (those never seen, or all when Redis cannot
+    tell, are left out)."""
     if not workers:
         return {}
+    try:
+        found = client().mget([SEEN_PREFIX + w for w in workers])
+    except Exception as exc:  # noqa: BLE001
+        _warn("liveness unknown (%s)", exc)
+        return {}
+    return {
+        w: datetime.fromtimestamp(float(s), UTC) for w, s in zip(workers, found, strict=True) if s
+    }
+
+
+def dead_among(workers: list[str]) -> list[str]:
+    """The workers whose liveness key is missing; none when Redis cannot tell."""
+    if not workers:
+        return []
     try:
         redis = client()
         uptime = int(redis.info("server").get("uptime_in_seconds", 0))
         if uptime < settings.AGENTSTATE_LIVENESS_SECONDS:
-            return {}  # restarted recently: live workers may not have beaten since
+            return []  # restarted recently: live workers may not have beaten since
         alive = redis.mget([key(w) for w in workers])
-        dead = [w for w, v in zip(workers, alive, strict=True) if v is None]
-        seen = redis.mget([SEEN_PREFIX + w for w in dead]) if dead else []
     except Exception as exc:  # noqa: BLE001
         _warn("liveness unknown (%s); leases alone decide", exc)
-        return {}
-    interval = settings.AGENTSTATE_LIVENESS_SECONDS / 3
-    return {
-        w: datetime.fromtimestamp(float(s) + interval, UTC) if s else None
-        for w, s in zip(dead, seen, strict=True)
-    }
+        return []
+    return [w for w, v in zip(workers, alive, strict=True) if v is None]
 
 
 def _warn(message: str, *args: object) -> None:

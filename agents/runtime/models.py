@@ -141,6 +141,8 @@ class Run(TenantOwned):
     # When the recovery sweep took the run back from a worker that died holding it; cleared
     # by the claim that recovers it (a run with lost_at is "lost, recovering").
     lost_at = models.DateTimeField(null=True, blank=True)
+    # When a worker claimed it again after its worker was lost (the latest such claim).
+    recovered_at = models.DateTimeField(null=True, blank=True)
     version = models.PositiveIntegerField(default=1)
     state_schema_version = models.PositiveIntegerField(default=1)
     not_before = models.DateTimeField(null=True, blank=True)  # retry backoff or timer

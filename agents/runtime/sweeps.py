@@ -28,15 +28,9 @@ def recover() -> dict[str, int]:
     """Requeue runs of dead workers, wake due timers, re-send stale queue messages."""
     with system_scope("run_recovery") as ctx, connection.cursor() as cursor:
         cursor.execute(LEASE_OWNERS_SQL)
-        dead = liveness.dead_among([owner for (owner,) in cursor.fetchall()])
-        cursor.execute(
-            RECOVER_LOST_SQL,
-            {
-                "dead": list(dead),
-                "seen": list(dead.values()),
-                "quiet": settings.AGENTSTATE_LIVENESS_SECONDS,
-            },
-        )
+        owners = [owner for (owner,) in cursor.fetchall()]
+        dead = liveness.dead_among(owners)
+        cursor.execute(RECOVER_LOST_SQL, _lost_params(dead, owners))
         lost = [_announce_lost(*row) for row in cursor.fetchall()]
         cursor.execute(WAKE_TIMERS_SQL)
         woken = cursor.fetchall()
@@ -76,11 +70,24 @@ def _announce_lost(
     return run_id, tenant_id
 
 
+def _lost_params(dead: list[str], owners: list[str], *, quiet: float | None = None) -> dict:
+    """The parameters of requeue_lost_runs.sql: the dead workers, when each lease owner was
+    last seen alive (its last beat), the quiet time and the default lease."""
+    seen = liveness.last_seen(owners)
+    return {
+        "dead": dead,
+        "owners": list(seen),
+        "seen": list(seen.values()),
+        "quiet": settings.AGENTSTATE_LIVENESS_SECONDS if quiet is None else quiet,
+        "lease": settings.AGENTSTATE_LEASE_SECONDS,
+    }
+
+
 def take_back_from(worker: str) -> int:
     """`worker` is known dead (the Celery parent saw its pool process die): take its runs back
     now rather than when its liveness key expires. Returns how many."""
     with system_scope("run_recovery") as ctx, connection.cursor() as cursor:
-        cursor.execute(RECOVER_LOST_SQL, {"dead": [worker], "seen": [None], "quiet": 0})
+        cursor.execute(RECOVER_LOST_SQL, _lost_params([worker], [worker], quiet=0))
         lost = [_announce_lost(*row) for row in cursor.fetchall()]
         if lost:
             ctx.record(lost_leases=len(lost), worker=worker, runs=[str(r[0]) for r in lost][:50])

@@ -17,6 +17,7 @@ from django.test import Client
 
 from agents.console import live, recovered
 from agents.live import render
+from agents.runtime import liveness
 from agents.runtime.engine import store
 from agents.runtime.engine.runner import drive
 from agents.runtime.models import Run, RunEventLog, StepAttempt
@@ -58,9 +59,11 @@ def claim(run: Run, worker: str, lease: float = 60) -> Run:
 
 
 def lose(run: Run, worker: str = LOST, ran: float = 0.3) -> Run:
-    """`worker` claims the run and dies `ran` seconds into its step; the sweep takes it back."""
+    """`worker` claims the run and dies `ran` seconds into its step, having said it was alive
+    just before; the sweep takes it back."""
     claim(run, worker, lease=0.01)
     connection.cursor().execute("SELECT pg_sleep(%s)", [ran])
+    liveness.beat([worker])  # its last sign of life
     assert recover()["lost_leases"] == 1
     return load(run)
 
@@ -93,8 +96,9 @@ def test_the_run_page_shows_the_lost_worker_and_the_automatic_recovery_on_the_ti
     run = lost_and_recovered(start)
     page = text(client_for("viewer").get(f"/runs/{run.pk}/"))
     lost = re.search(
-        rf"Worker <code>{LOST}</code> lost at <time[^>]*>(\d\d:\d\d:\d\d)</time> during step 1 "
-        r"\(<code>one</code>\), attempt 1 — ran (\d+) ms",
+        rf"Worker <code>{LOST}</code> lost \(last seen alive at "
+        r"<time[^>]*>(\d\d:\d\d:\d\d)</time>\) during step 1 "
+        r"\(<code>one</code>\), attempt 1 — ran at least (\d+) ms",
         page,
     )
     assert lost, page
@@ -106,6 +110,26 @@ def test_the_run_page_shows_the_lost_worker_and_the_automatic_recovery_on_the_ti
     )
     lost_entry = page[page.index('<li class="attempt-lost">') :]
     assert "0.0 ms" not in lost_entry[: lost_entry.index("</li>")]
+
+
+def test_lost_at_is_the_last_moment_the_worker_was_seen_alive_not_when_the_sweep_noticed(
+    start, tenant_a
+):
+    from django.utils import timezone
+
+    run = start()
+    claim(run, "seen:1", lease=0.01)
+    connection.cursor().execute("SELECT pg_sleep(0.2)")
+    liveness.beat(["seen:1"])
+    last_beat = timezone.now()
+    connection.cursor().execute("SELECT pg_sleep(0.5)")  # dead since: the sweep runs later
+    assert recover()["lost_leases"] == 1
+    run = load(run)
+    assert abs((run.lost_at - last_beat).total_seconds()) < 0.1
+    with tenant_scope(tenant_a.pk):
+        [attempt] = StepAttempt.objects.filter(run=run, outcome="lost")
+    assert attempt.ended_at == run.lost_at
+    assert 150 <= attempt.duration_ms <= 400  # it ran from its claim to its last beat
 
 
 def test_the_timeline_never_says_a_lost_attempt_took_zero_milliseconds(client_for, tenant_a):
@@ -126,7 +150,7 @@ def test_the_timeline_never_says_a_lost_attempt_took_zero_milliseconds(client_fo
     page = text(client_for("admin").get(f"/runs/{run.pk}/"))
     lost_entry = page[page.index('<li class="attempt-lost">') :]
     lost_entry = lost_entry[: lost_entry.index("</li>")]
-    assert "lost at" in lost_entry and "how long it ran is not known" in lost_entry
+    assert "last seen alive at" in lost_entry and "how long it ran is not known" in lost_entry
     assert " ms" not in lost_entry
 
 
@@ -156,6 +180,40 @@ def test_the_badge_goes_back_to_running_once_another_worker_claims_the_run(clien
     assert "Worker lost — recovering" not in page
 
 
+def test_once_claimed_again_every_list_says_recovered_automatically(client_for, start):
+    run = lost_and_recovered(start, finish=False)
+    assert run.recovered_at is not None
+    recovered_badge = "Recovered automatically</span>"
+    page = text(client_for("admin").get(f"/runs/{run.pk}/"))
+    assert 'Status: <span class="badge status-running">Running</span> <span' in page
+    assert recovered_badge in page[page.index("Status:") :][:400]
+    runs = text(client_for("admin").get("/runs/"))
+    row = runs[runs.index(f'<tr id="run-row-{run.pk}">') :]
+    assert recovered_badge in row[: row.index("</tr>")]
+    console = text(client_for("admin").get("/console/", **HX))
+    row = console[console.index(f'id="console-row-{run.pk}"') :]
+    assert recovered_badge in row[: row.index("</tr>")]
+    fresh = load(start())
+    assert fresh.recovered_at is None  # a run never lost says nothing of the kind
+
+
+def test_the_console_row_says_recovering_from_the_sweep_until_the_claim_then_recovered(
+    members, start
+):
+    principal = admin_principal(members)
+    run = start()
+    lost = lose(run)
+    event = {"tenant_id": str(lost.tenant_id), "run_id": str(run.pk), "kind": "run.lost"}
+    row = live.console_feed(principal, event)[0]
+    assert f'id="console-row-{run.pk}"' in row
+    assert "Worker lost — recovering" in row and "Recovered automatically" not in row
+    claim(run, RESCUER)
+    event = {**event, "kind": "step.started"}
+    row = live.console_feed(principal, event)[0]
+    assert "Worker lost — recovering" not in row
+    assert "Running" in row and "Recovered automatically" in row
+
+
 def test_the_run_page_follows_a_lost_worker_live(members, start):
     run = start()
     view = render.RunView(principal=admin_principal(members), run_id=str(run.pk), after=0)
@@ -163,7 +221,7 @@ def test_the_run_page_follows_a_lost_worker_live(members, start):
     lost = lose(run)
     [update] = render.run_catch_up(view)
     assert view.after == lost.event_seq
-    assert 'id="step-1"' in update and f"Worker <code>{LOST}</code> lost at" in update
+    assert 'id="step-1"' in update and f"Worker <code>{LOST}</code> lost (last seen alive" in update
     assert 'Status: <span class="badge status-lost">Worker lost — recovering</span>' in update
     assert "lost during step 1 one (attempt 1" in update  # the event log's line
     claim(run, RESCUER)
@@ -184,7 +242,7 @@ def test_the_console_lists_runs_recovered_automatically_with_who_lost_and_who_re
     assert f'href="/console/runs/{run.pk}/"' in section
     assert f"<code>{LOST}</code>" in section and f"<code>{RESCUER}</code>" in section
     assert "1 <code>one</code>, attempt 1" in section
-    assert "Recovered</span> <time" in section
+    assert "Recovered automatically</span> <time" in section
     assert re.search(r'<td class="num">\d+\.\d s</td>', section)  # how long it waited
     assert '<strong class="count">0</strong> recovering now' in section
 
@@ -431,7 +489,9 @@ def test_an_action_on_a_run_still_waiting_for_its_recovery_says_it_is_recovering
     recovered_after_the_page_loaded(run, picked_up=False)
     response = client_for("admin").post(f"/console/runs/{run.pk}/release/", form, **HX)
     assert response.status_code == 200
-    assert f"Already recovering automatically: worker {LOST} was lost at" in text(response)
+    assert f"Already recovering automatically: worker {LOST} was lost (last seen alive at" in text(
+        response
+    )
     assert load(run).status == "queued"
 
 

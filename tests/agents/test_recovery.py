@@ -49,7 +49,10 @@ def test_a_worker_killed_mid_step_is_replaced_within_seconds_not_when_its_lease_
     assert_exactly_once(run)
     with tenant_scope(run.tenant_id):
         lost = StepAttempt.objects.get(run=run, outcome="lost")
-    assert lost.worker.endswith(f":{victim.pid}") and lost.duration_ms > 400
+    assert lost.worker.endswith(f":{victim.pid}")
+    # Lost at the last moment it was seen alive (it beats every second): before the kill.
+    seen = lost.ended_at.timestamp()
+    assert killed_at - 1.5 <= seen <= killed_at and lost.duration_ms >= 0
 
 
 def test_a_frozen_worker_that_wakes_after_its_run_was_taken_over_writes_nothing(cluster, customer):

@@ -70,7 +70,7 @@ def event_label(event: Any) -> str:
             )
         return f"Worker started {_step(data)} (attempt {data.get('attempt', 1)})"
     if kind == "run.lost":
-        ran = f", after {ms_duration(data['ran_ms'])}" if data.get("ran_ms") else ""
+        ran = f", seen alive {ms_duration(data['ran_ms'])} into it" if data.get("ran_ms") else ""
         return (
             f"Worker {data.get('worker') or '?'} lost during {_step(data)} "
             f"(attempt {data.get('attempt', '?')}{ran}); queued again for another worker"

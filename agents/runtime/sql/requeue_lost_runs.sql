@@ -1,19 +1,26 @@
 -- Sweep (system context): take back running runs whose worker is gone, requeue them, and
 -- record each lost attempt (how long it ran) and a run.lost event. A worker is gone when its
--- lease expired, or when it is one of %(dead)s (its liveness key vanished; %(seen)s says
--- when it died at the latest: its next beat was due, or null) and the run was not claimed or written within
--- %(quiet)s seconds (so a worker that has just started, whose key may not be in Redis yet,
--- keeps its run). lost_at: when the worker died at the latest, else now.
+-- lease expired, or when it is one of %(dead)s (its liveness key vanished) and the run was
+-- not claimed or written within %(quiet)s seconds (so a worker that has just started, whose
+-- key may not be in Redis yet, keeps its run). lost_at: when the worker was last seen alive:
+-- its last beat (%(owners)s, %(seen)s), else its last renewal of the lease (%(lease)s seconds
+-- before it expired), or its last write of the run if later.
 WITH dead AS (
-    SELECT * FROM unnest(%(dead)s::text[], %(seen)s::timestamptz[]) AS d(owner, seen)
+    SELECT unnest(%(dead)s::text[]) AS owner
+), seen AS (
+    SELECT * FROM unnest(%(owners)s::text[], %(seen)s::timestamptz[]) AS s(owner, at)
 ), lost AS (
     SELECT r.id, r.tenant_id, r.current_step, r.step_seq, r.attempts, r.lease_owner,
            r.updated_at, r.event_seq,
            CASE WHEN r.lease_expires_at < clock_timestamp() THEN 'lease_expired'
                 ELSE 'worker_gone' END AS why,
-           least(clock_timestamp(), greatest(r.updated_at, coalesce(d.seen, clock_timestamp())))
+           least(clock_timestamp(),
+                 greatest(r.updated_at,
+                          coalesce(s.at,
+                                   r.lease_expires_at - make_interval(secs => %(lease)s))))
                AS lost_at
       FROM agents_run r LEFT JOIN dead d ON d.owner = r.lease_owner
+           LEFT JOIN seen s ON s.owner = r.lease_owner
      WHERE r.status = 'running'
        AND (r.lease_expires_at < clock_timestamp()
             OR (d.owner IS NOT NULL
