@@ -7,7 +7,7 @@ and features (approvals, memory, conversations) register in their `AppConfig.rea
 - **Step extensions**: `ctx.<name>` on a `StepContext`, built on first use by the factory
   registered under that name (memory registers `ctx.memory`, conversations `ctx.pack`).
 - **Lifecycle signals** (Django signals, sent in the transaction that made the change):
-  `run_cancelled`, `pauses_closed`, `messages_appended`, `sweep_finished`.
+  `run_cancelled`, `pauses_closed`, `messages_appended`.
 
 See docs/architecture.md.
 """
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from django.core.exceptions import ImproperlyConfigured
 from django.dispatch import Signal
@@ -62,6 +62,51 @@ StepExtension = Callable[[Any], Any]  # StepContext -> what `ctx.<name>` is
 _step_extensions: dict[str, StepExtension] = {}
 
 
+class StepMemory(Protocol):
+    """`ctx.memory` (registered by the memory app): what is remembered about the run's
+    person, read and written with the step."""
+
+    def recall(self, query: str, budget: int | None = None) -> Any:
+        """The facts that bear on `query`, within `budget` tokens."""
+        ...
+
+    def propose(
+        self, category: str, text: str, key: str | None = None, confidence: float = 0.8
+    ) -> bool:
+        """Ask to remember a fact about the person, committed with this step."""
+        ...
+
+    def extract(self, message: str | None = None) -> list[Any]:
+        """Remember (or forget) what `message` says about the person, with this step."""
+        ...
+
+
+class StepPack(Protocol):
+    """`ctx.pack` (registered by the conversations app): pack the context of the step's next
+    model call within the model's window, recorded with the step."""
+
+    def __call__(
+        self,
+        *,
+        system: str,
+        current: str | None = None,
+        tools: Sequence[Any] = (),
+        memories: Any = None,
+        model: str | None = None,
+        window: int | None = None,
+        reserve_output: int | None = None,
+    ) -> Any: ...
+
+
+class ExtensionMissing(AttributeError):
+    """`ctx.<name>` of an extension that no installed app registered."""
+
+    def __init__(self, name: str) -> None:
+        app = {"memory": "memory", "pack": "agents.conversations"}.get(name)
+        hint = f" (add {app!r} to INSTALLED_APPS)" if app else ""
+        super().__init__(f"ctx.{name} is not available: no installed app provides it{hint}.")
+
+
 def register_step_extension(name: str, factory: StepExtension) -> None:
     """Make `ctx.<name>` the value `factory(ctx)`, built once per step on first use."""
     _step_extensions[name] = factory
@@ -79,8 +124,6 @@ pauses_closed = Signal()
 # tenant_id, session_id, messages (dicts as cached), count, summary_upto: sent in the
 # transaction that appended them; receivers defer their work with on_commit.
 messages_appended = Signal()
-# sweep (name), counts (dict): a periodic sweep finished.
-sweep_finished = Signal()
 
 
 _providers: dict[str, Callable[..., Any]] = {}

@@ -48,7 +48,7 @@ class LiveModel:
 
     def _answered(self, result: ChatResult) -> ChatResult:
         """Note on the step which provider and model really answered (the reply says)."""
-        calls = getattr(self._ctx, "llm_calls", None)
+        calls = getattr(self._ctx, "_llm_calls", None)
         if calls is not None:
             # A model class that names no provider is named by its class.
             provider = result.provider or getattr(self._model, "provider", "")

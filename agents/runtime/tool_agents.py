@@ -122,10 +122,8 @@ class ToolAgent:
             ctx.say(TURN_LIMIT_REPLY)
             return finish({"answer": None, "reason": "turn_limit", "turns": turn})
         request = str(ctx.run_input.get("message") or "")
-        if self.extract_memory and turn == 0 and request:
-            memory = getattr(ctx, "memory", None)
-            if memory is not None:
-                memory.extract(request)
+        if self.extract_memory and turn == 0 and request and ctx.has("memory"):
+            ctx.memory.extract(request)
         messages, schemas = self._context(ctx, request)
         llm = ctx.llm if self.model is None else ctx.live(self.model())
         reply = llm.chat(messages + list(ctx.state.get("exchange", [])), tools=schemas or None)
@@ -160,15 +158,14 @@ class ToolAgent:
     def _context(self, ctx: StepContext, request: str) -> tuple[list[dict], list[dict]]:
         tools = [t for t in (_lookup(name) for name in self._tool_names) if t is not None]
         data = self._input_data(ctx)
-        pack = getattr(ctx, "pack", None)
-        if pack is None:  # conversations not installed: instructions and the request
+        if not ctx.has("pack"):  # conversations not installed: instructions and the request
             messages = [{"role": "system", "content": self.instructions}, *data]
             if request:
                 messages.append({"role": "user", "content": request})
             return messages, [t.schema() for t in tools]
-        memory = getattr(ctx, "memory", None) if self.use_memory else None
+        memory = ctx.memory if self.use_memory and ctx.has("memory") else None
         query = " ".join(part for part in (request, self.memory_query) if part)
-        packed = pack(
+        packed = ctx.pack(
             system=self.instructions,
             current=request or None,
             tools=tools,

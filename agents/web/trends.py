@@ -1,6 +1,6 @@
 """The runs pages' and the console's pictures over time: runs created per hour or day by
 status, and how long steps took (p50, p95). Each is one statement, scoped like the lists (a
-member's own runs only); the charts themselves are core/charts.py's SVG."""
+member's own runs only); the charts themselves are core/charts/'s SVG."""
 
 from __future__ import annotations
 

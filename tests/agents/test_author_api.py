@@ -86,3 +86,59 @@ def test_a_step_is_a_named_function():
     assert goto(stray).next_step == "stray" and goto("stray").next_step == "stray"
     with pytest.raises(ValueError, match="a named function"):
         goto(lambda ctx: None)
+
+
+# --- a typed step context --------------------------------------------------------------------
+
+probe = Agent("author_api_probe", version=1, first="look")
+
+
+@probe.step
+def look(ctx):
+    seen = {"memory": ctx.has("memory"), "pack": ctx.has("pack")}
+    try:
+        ctx.memory  # noqa: B018 - what an author writes
+    except AttributeError as exc:
+        seen["error"] = str(exc)
+    return finish(seen)
+
+
+register(probe)
+
+
+def test_ctx_memory_and_pack_are_typed_attributes_present_with_their_apps(start, step, reload):
+    import typing
+
+    from agents.runtime.engine.step_context import StepContext
+    from agents.runtime.extensions import StepMemory, StepPack
+
+    hints = {name: typing.get_type_hints(getattr(StepContext, name).fget)["return"]
+             for name in ("memory", "pack")}  # fmt: skip
+    assert hints == {"memory": StepMemory, "pack": StepPack}
+    run = start("author_api_probe")
+    assert step(run).status == "succeeded"
+    assert reload(run).output == {"memory": True, "pack": True}
+
+
+def test_without_its_app_ctx_memory_is_a_clear_error_naming_the_app(
+    start, step, reload, monkeypatch
+):
+    from agents.runtime import extensions
+
+    monkeypatch.delitem(extensions._step_extensions, "memory")
+    run = start("author_api_probe")
+    assert step(run).status == "succeeded"
+    assert reload(run).output == {
+        "memory": False,
+        "pack": True,
+        "error": "ctx.memory is not available: no installed app provides it (add 'memory' to "
+        "INSTALLED_APPS).",
+    }
+
+
+def test_the_engines_bookkeeping_is_not_part_of_the_context_authors_see():
+    from agents.runtime.engine.step_context import StepContext
+
+    public = {name for name in dir(StepContext) if not name.startswith("_")}
+    assert not public & {"outbox", "writes", "llm_calls"}
+    assert {"say", "write_with_step", "model_calls", "memory", "pack", "has"} <= public

@@ -153,7 +153,7 @@ def test_secrets_a_step_proposes_are_refused_and_the_step_still_commits(members,
     assert ctx.memory.propose("preference", "My card is 4111 1111 1111 1111") is False
     assert ctx.memory.propose("gossip", "Likes tea") is True  # the policy is checked on write
     with tenant_scope(ada.tenant_id):
-        for write in ctx.writes:
+        for write in ctx._writes:
             write()
     assert facts_of(ada) == [] and [r["code"] for r in ctx.memory.refused] == [
         "secret_refused",

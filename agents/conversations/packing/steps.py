@@ -47,9 +47,8 @@ def pack_for_step(
     done.append(packed)
     # How many model calls the step had made when it packed this context: the call that
     # answers it is the next one, unless the step packs again first.
-    calls: list[dict[str, str]] = getattr(ctx, "llm_calls", [])
     marks: list[int] = ctx.__dict__.setdefault("packed_at_call", [])
-    marks.append(len(calls))
+    marks.append(len(ctx.model_calls))
     fields = record_fields(packed)
 
     def write() -> None:
@@ -61,7 +60,7 @@ def pack_for_step(
             index=index,
             step=ctx.step,
             **fields,
-            **answered_by(calls, marks, index),
+            **answered_by(list(ctx.model_calls), marks, index),
         )
 
     ctx.write_with_step(write)

@@ -269,7 +269,7 @@ class _Driver:
             "started_at": started_at,
             "duration_ms": (time.perf_counter() - t0) * 1000,
         }
-        if not ctx.outbox and not ctx.writes and approval_id is None:
+        if not ctx._outbox and not ctx._writes and approval_id is None:
             row = store.persist(params)  # one round trip, one commit
             if row is None:
                 raise _Fenced

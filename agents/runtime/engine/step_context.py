@@ -69,14 +69,16 @@ class StepContext:
         self.state: dict = state
         self._claim = claim
         self.messages_upto = messages_upto
-        self.outbox: list[dict[str, Any]] = []
-        # Writes that commit with this step or not at all: each is called inside the
-        # transaction that persists the step, after its fenced write succeeded (memory
-        # proposals, the packed-context record, ...). A retried step starts empty.
-        self.writes: list[Callable[[], None]] = []
+        # The engine's bookkeeping (agents.runtime.engine reads it when it persists the step):
+        # messages said, and writes that commit with this step or not at all (each called
+        # inside the transaction that persists the step, after its fenced write succeeded:
+        # memory proposals, the packed-context record, ...). A retried step starts empty.
+        self._outbox: list[dict[str, Any]] = []
+        self._writes: list[Callable[[], None]] = []
         # Who answered each model call made through `ctx.llm` / `ctx.live(...)`, in order
         # ({"provider", "model"}): the packed-context record names the call's real model.
-        self.llm_calls: list[dict[str, str]] = []
+        self._llm_calls: list[dict[str, str]] = []
+        self._extensions: dict[str, Any] = {}
         wake = wake_payload or {}
         self.decision: dict | None = wake.get("decision")
         self.event: dict | None = wake.get("event")
@@ -96,23 +98,51 @@ class StepContext:
         """`model` with its calls announced and its tokens streamed to live pages."""
         return LiveModel(model, ctx=self, after=self._event_seq)
 
+    @property
+    def memory(self) -> extensions.StepMemory:
+        """What is remembered about the run's person (the memory app): `recall`, `propose`,
+        `extract`. ExtensionMissing (an AttributeError) without the memory app."""
+        return self.extension("memory")
+
+    @property
+    def pack(self) -> extensions.StepPack:
+        """Pack the context of the step's next model call (the conversations app).
+        ExtensionMissing (an AttributeError) without it."""
+        return self.extension("pack")
+
+    def has(self, name: str) -> bool:
+        """Whether `ctx.<name>` is provided (its app is installed)."""
+        return name in self._extensions or extensions.step_extension(name) is not None
+
+    def extension(self, name: str) -> Any:
+        """What a feature registered under `name` (agents.runtime.extensions), built on first
+        use and kept for the step; ExtensionMissing if none did."""
+        found = self._extensions.get(name)
+        if found is None:
+            factory = extensions.step_extension(name)
+            if factory is None:
+                raise extensions.ExtensionMissing(name)
+            found = self._extensions[name] = factory(self)
+        return found
+
     def __getattr__(self, name: str) -> Any:
-        """`ctx.memory`, `ctx.pack`, ...: what a feature registered under that name
-        (agents.runtime.extensions), built on first use and kept for the step."""
-        factory = extensions.step_extension(name) if not name.startswith("_") else None
-        if factory is None:
+        """`ctx.<name>` of any other registered extension."""
+        if name.startswith("_"):
             raise AttributeError(f"StepContext has no attribute {name!r}")
-        value = factory(self)
-        self.__dict__[name] = value
-        return value
+        return self.extension(name)
+
+    @property
+    def model_calls(self) -> tuple[dict[str, str], ...]:
+        """Who answered each model call of this step so far ({"provider", "model"})."""
+        return tuple(self._llm_calls)
 
     def write_with_step(self, write: Callable[[], None]) -> None:
         """Run `write()` in the transaction that persists this step (exactly once with it)."""
-        self.writes.append(write)
+        self._writes.append(write)
 
     def say(self, content: str, *, role: str = "assistant", **extra: Any) -> None:
         """Append a message to the conversation, committed with this step."""
-        self.outbox.append({"role": role, "content": content, **extra})
+        self._outbox.append({"role": role, "content": content, **extra})
 
     @cached_property
     def transcript(self) -> list[dict[str, Any]]:

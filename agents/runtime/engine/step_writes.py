@@ -25,12 +25,12 @@ def write_extras(
     approval_id: uuid.UUID | None,
 ) -> None:
     """Write the step's messages, its pause and its queued writes (in the step's transaction)."""
-    if ctx.outbox and claim.session_id is not None:
+    if ctx._outbox and claim.session_id is not None:
         messages_append(
             tenant_id=claim.tenant_id,
             session_id=claim.session_id,
             run_id=claim.run_id,
-            messages=ctx.outbox,
+            messages=ctx._outbox,
         )
     if approval_id is not None and t.approval is not None:
         due_in = t.approval.get("due_in")
@@ -48,5 +48,5 @@ def write_extras(
                 due_at=timezone.now() + due_in if due_in else None,
             )
         )
-    for write in ctx.writes:
+    for write in ctx._writes:
         write()
