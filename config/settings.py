@@ -289,7 +289,10 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Any number of beat processes may run: the one holding a lease in PostgreSQL sends the
+# schedule, the others stand by and take over within AGENTSTATE_BEAT_LEASE_SECONDS (config/beat.py).
+CELERY_BEAT_SCHEDULER = "config.beat:LeaderDatabaseScheduler"
+AGENTSTATE_BEAT_LEASE_SECONDS = env_float("AGENTSTATE_BEAT_LEASE_SECONDS", 6.0, minimum=1.0)
 CELERY_BEAT_SCHEDULE = {
     "recover-runs": {
         "task": "agents.recover_runs",

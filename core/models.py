@@ -1,4 +1,5 @@
-"""Tables of the shared plumbing: the API's idempotency records."""
+"""Tables of the shared plumbing: the API's idempotency records, and the leases that make one
+of several processes the active one (core/leader.py)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,15 @@ class IdempotencyRecord(TenantOwned):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.status})"
+
+
+class LeaderLease(models.Model):
+    """Who holds a role only one process may hold at a time (Celery beat), until when: the
+    holder renews it, a standby takes it once it has expired. Not a tenant's row."""
+
+    name = models.CharField(max_length=100, primary_key=True)
+    holder = models.CharField(max_length=200)
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.holder}"

@@ -182,7 +182,7 @@ def start_beat(name: str = "beat", **env: str) -> Proc:
             "beat",
             "--loglevel=INFO",
             "--scheduler",
-            "celery.beat:PersistentScheduler",
+            "config.beat:LeaderPersistentScheduler",
             "-s",
             str(schedule),
         ],
