@@ -9,33 +9,32 @@ the new version is embedded by its own task. A fact a writer holds locked is wri
 moment later, never skipped.
 
 One worker at a time embeds a tenant's new facts, many per model call. A task that finds the
-tenant's turn taken (a session advisory lock) leaves its facts to the worker holding it, which
-looks again after giving the turn back, so a fact committed before that task ran is always
-seen. And a write queues no task while one is already queued for its tenant and no worker has
-read since (a Redis key the reader deletes before it reads, `task_needed`): a burst of writes
-costs a task per model call, not one per fact. Two workers embedding the same fact (a
-duplicate task, the backfill) cost one model call more: the second write finds the vector
-there and changes nothing.
+tenant's turn taken (a lease in PostgreSQL, core/leader.py) leaves its facts to the worker
+holding it, which looks again after giving the turn back, so a fact committed before that
+task ran is always seen. And a write queues no task while one is already queued for its
+tenant and no worker has read since (a Redis key the reader deletes before it reads,
+`task_needed`): a burst of writes costs a task per model call, not one per fact. Two workers
+embedding the same fact (a duplicate task, the backfill) cost one model call more: the second
+write finds the vector there and changes nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
+from core import leader
 from memory.embeddings import EmbeddingProvider, get_provider, to_sql
 from memory.models import MemoryFact
 from tenants import redis_client, sql
@@ -45,14 +44,13 @@ logger = logging.getLogger(__name__)
 
 _WRITE_SQL = sql.load("memory", "write_embeddings")
 _WANTED_SQL = sql.load("memory", "embeddings_still_wanted")
-_TURN_TAKE_SQL = sql.load("memory", "embedding_turn_take")
-_TURN_GIVE_SQL = sql.load("memory", "embedding_turn_give")
 # How long computed vectors wait for writers to let go of their facts; past it they are
 # dropped and the facts embedded again on the next pass.
 WRITE_PATIENCE_SECONDS = 10.0
 # The backfill leaves unembedded facts younger than this to their own task.
 BACKFILL_GRACE = dt.timedelta(minutes=1)
-_TURN_SPACE = b"memory.embed_facts:"
+# How long a tenant's embedding turn lasts unless renewed (before each batch).
+TURN_SECONDS = 120.0
 _QUEUED = "memory:embed-queued:{}"
 # How long "a task is queued for this tenant" holds with no worker reading: past it (a lost
 # message, a long queue) the next write queues another.
@@ -80,11 +78,13 @@ def embed_facts(
     size = settings.MEMORY_EMBED_BATCH
     embedded = batches = 0
     while True:
-        with _tenant_turn(tenant_id) as mine:
-            if not mine:
+        with _tenant_turn(tenant_id) as turn:
+            if not turn.held:
                 # The holder looks again after giving the turn back: it will find ours.
                 return Embedded(embedded, batches)
             while batches < max_batches:
+                if batches and not turn.renew():  # ran out during a slow model: pass again
+                    return Embedded(embedded, batches, more=True)
                 _reading(tenant_id)
                 facts = _pending(tenant_id, ids, provider.name, limit=size)
                 if not facts:
@@ -235,27 +235,29 @@ def _store(todo: list[tuple[Any, str, str]], model: str) -> tuple[int, list[tupl
     return len(written), rest
 
 
+class _Turn:
+    """The tenant's embedding turn: a lease in PostgreSQL (core/leader.py), held across the
+    model calls without a transaction or a session lock (so it works behind a
+    transaction-pooling PgBouncer), renewed before each batch; a worker that dies gives it
+    up after TURN_SECONDS."""
+
+    def __init__(self, tenant_id: Any) -> None:
+        self.name = f"memory.embed:{tenant_id}"
+        self.holder = leader.holder_id()  # one per turn: two threads never share one
+        self.held = leader.hold(self.name, self.holder, TURN_SECONDS)
+
+    def renew(self) -> bool:
+        """Still ours (renewed for another TURN_SECONDS)? False: it ran out and another
+        worker has it."""
+        self.held = leader.hold(self.name, self.holder, TURN_SECONDS)
+        return self.held
+
+
 @contextlib.contextmanager
-def _tenant_turn(tenant_id: Any) -> Iterator[bool]:
-    """The tenant's embedding turn: a session advisory lock, so it is held across the model
-    call without a transaction, and given back if the worker's connection dies."""
-    key = _turn_key(tenant_id)
-    with connection.cursor() as cursor:
-        cursor.execute(_TURN_TAKE_SQL, [key])
-        mine = bool(cursor.fetchone()[0])
+def _tenant_turn(tenant_id: Any) -> Iterator[_Turn]:
+    turn = _Turn(tenant_id)
     try:
-        yield mine
+        yield turn
     finally:
-        if mine:
-            try:
-                with connection.cursor() as cursor:
-                    cursor.execute(_TURN_GIVE_SQL, [key])
-            except DatabaseError:
-                # A connection that failed took the lock with it when the server ended it.
-                logger.warning("could not give back the embedding turn of %s", tenant_id)
-
-
-def _turn_key(tenant_id: Any) -> int:
-    """64 bits of a hash of the tenant id: two tenants sharing a key is beyond unlikely."""
-    digest = hashlib.blake2b(_TURN_SPACE + uuid.UUID(str(tenant_id)).bytes, digest_size=8)
-    return int.from_bytes(digest.digest(), "big", signed=True)
+        if turn.held:
+            leader.release(turn.name, turn.holder)

@@ -285,3 +285,21 @@ def test_writes_queue_one_task_until_a_worker_reads_the_tenants_facts(members, m
     assert embed(ada, sent.calls[0]["fact_ids"]).outcome().embedded == 2
     remember(ada, "Reads science fiction", category="note")
     assert len(sent.calls) == 2  # a worker has read since: this write queues its own
+
+
+def test_the_tenants_embedding_turn_is_a_lease_a_dead_worker_gives_up_when_it_runs_out(members):
+    from django.utils import timezone
+
+    from core.models import LeaderLease
+
+    tenant = members["member"].tenant_id
+    first = indexing._Turn(tenant)
+    assert first.held and not indexing._Turn(tenant).held  # one worker per tenant
+    assert indexing._Turn(factories.make_tenant().pk).held  # turns are per tenant
+    # The first worker died holding it: nobody gives it back, it runs out.
+    LeaderLease.objects.filter(holder=first.holder).update(
+        expires_at=timezone.now() - dt.timedelta(seconds=1)
+    )
+    second = indexing._Turn(tenant)
+    assert second.held and not first.renew()  # a worker that was only slow stops there
+    assert second.renew()
