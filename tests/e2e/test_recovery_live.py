@@ -212,6 +212,7 @@ def test_an_admin_watching_the_console_sees_a_lost_worker_flagged_then_recovered
     expect(recovered).to_contain_text(f":{rescuer.pid}")
     expect(recovered).to_contain_text(f":{victim.pid}")
     expect(row).to_contain_text("Succeeded", timeout=30_000)
+    expect(row).to_contain_text("Recovered automatically")  # after "Worker lost — recovering"
     expect(history).to_contain_text("0 recovering now")
     assert page.evaluate("window.__marker") == "same page"  # pushed, never reloaded
 
