@@ -57,10 +57,27 @@ def function_sql() -> str:
         raise ValueError("record_event.sql must end with `RETURNING seq`")
     template = sql.load("agents.runtime", "external_step_function")
     return (
-        template.replace("{writes}", inside("external_writes_put", "pw"))
+        _with_key_check(template)
+        .replace("{writes}", inside("external_writes_put", "pw"))
         .replace("{put}", put)
         .replace("{event}", event + " INTO v_status_seq")
     )
+
+
+def read_function_sql() -> str:
+    """CREATE OR REPLACE FUNCTION agentstate_langgraph_read, with the shared key check."""
+    return _with_key_check(sql.load("agents.runtime", "external_read_function"))
+
+
+def _with_key_check(template: str) -> str:
+    if "{key_active}" not in template:
+        raise ValueError("a LangGraph door function must check its key with {key_active}")
+    condition = "\n".join(
+        line
+        for line in sql.load("agents.runtime", "external_key_active").splitlines()
+        if not line.lstrip().startswith("--")
+    )
+    return template.replace("{key_active}", "(" + condition.strip() + ")")
 
 
 def install(**kwargs: Any) -> None:
@@ -72,7 +89,7 @@ def install(**kwargs: Any) -> None:
         cursor.execute(f"DROP FUNCTION IF EXISTS {FUNCTION}")
         cursor.execute(function_sql())
         cursor.execute(f"DROP FUNCTION IF EXISTS {READ_FUNCTION}")
-        cursor.execute(sql.load("agents.runtime", "external_read_function"))
+        cursor.execute(read_function_sql())
 
 
 def chunks(ops: list[dict[str, Any]]) -> list[list[dict[str, Any]]] | None:

@@ -80,10 +80,11 @@ def answer(
             raise Refused(401, "unauthenticated", "Use `Authorization: Bearer <api key>`.")
         known = recent_keys.get(token)
         counted = False
-        if known is not None and Principal.for_api_key(known, known.tenant).can(Scope.READ):
+        acting = None if known is None else Principal.for_api_key(known, known.tenant)
+        if acting is not None and acting.can(Scope.READ):
             # A key proved a moment ago: one statement, which checks it again (revoked or
             # expired since: the general path below refuses it).
-            throttling.count_call(Principal.for_api_key(known, known.tenant), LANGGRAPH)
+            throttling.count_call(acting, LANGGRAPH)
             counted = True
             text = external_fast.read(
                 tenant_id=known.tenant_id,

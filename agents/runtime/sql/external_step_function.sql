@@ -42,8 +42,7 @@ BEGIN
             set_config('app.user_id', '', true), set_config('app.system_context', '', true);
     IF NOT EXISTS (
         SELECT 1 FROM tenants_apikey k
-        WHERE k.tenant_id = p_tenant AND k.key_hash = p_key_hash AND k.revoked_at IS NULL
-          AND k.user_id IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())
+        WHERE {key_active}
     ) THEN
         RETURN QUERY SELECT 'key'::text, NULL::uuid, NULL::text, NULL::int, NULL::int,
                             NULL::int, NULL::bigint, NULL::text, NULL::boolean, NULL::int;
