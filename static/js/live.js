@@ -14,6 +14,15 @@
 
   var offsetMs = 0; // server clock minus browser clock
 
+  // Reconnecting after a restart: htmx's default backoff doubles up to 64 s, so a page whose
+  // server was down for a minute could sit "reconnecting" for another minute after it came
+  // back. Here the wait doubles from 0.5 s to at most 8 s, with jitter (half to all of it) so
+  // a thousand pages do not all knock at the same moment.
+  htmx.config.wsReconnectDelay = function (retryCount) {
+    var ceiling = Math.min(8000, 500 * Math.pow(2, Math.min(retryCount, 4)));
+    return ceiling / 2 + (Math.random() * ceiling) / 2;
+  };
+
   function subscription(el) {
     var message = { type: "subscribe", kind: el.dataset.live };
     if (el.dataset.run) message.run = el.dataset.run;

@@ -120,11 +120,13 @@ def test_fifty_runs_with_workers_killed_at_random_all_succeed_once_and_recover_i
             )
         if all(status in {"succeeded", "failed", "cancelled"} for status, _ in now):
             break
-        if len(kills) < 12:
+        alive = [w for w in workers if w.alive()]
+        # A kill only while another worker lives to take the run over: with none, the time
+        # measured would be how long a replacement process takes to boot (tens of seconds on a
+        # loaded machine), not how long the product takes to notice and hand the run on.
+        if len(kills) < 12 and len(alive) >= 2:
             owners = {owner for status, owner in now if status == "running"}
-            busy = [
-                w for w in workers if w.alive() and any(o.endswith(f":{w.pid}") for o in owners)
-            ]
+            busy = [w for w in alive if any(o.endswith(f":{w.pid}") for o in owners)]
             if busy:
                 victim = rng.choice(busy)
                 time.sleep(rng.uniform(0, 0.4))  # a random point of its step
@@ -154,7 +156,8 @@ def test_fifty_runs_with_workers_killed_at_random_all_succeed_once_and_recover_i
                 latencies.append(again - killed_at)
     assert len(latencies) >= 5, f"too few kills landed mid-step: {kills}"
     p95 = statistics.quantiles(latencies, n=20)[-1] if len(latencies) > 1 else latencies[0]
-    assert p95 < 8, f"kill → claimed again p95 {p95:.1f}s over {len(latencies)} kills"
+    shown = ", ".join(f"{x:.1f}" for x in sorted(latencies))
+    assert p95 < 8, f"kill → claimed again p95 {p95:.1f}s over {len(latencies)} kills ({shown})"
 
 
 def _recovered_after(run, pid: int) -> float | None:
