@@ -73,7 +73,12 @@ WITH t AS (
     SELECT t.n, t.id AS tenant_id, au.id AS user_id FROM t JOIN auth_user au
       ON au.username = t.slug || '-user'
 ), g AS (
-    SELECT g, g %% %(tenants)s AS tn, (g / %(tenants)s) %% 100 AS s,
+    -- with --big-tenant B, runs 1..B all go to the measured tenant (the first)
+    SELECT g,
+           CASE WHEN g <= %(big)s THEN 0
+                WHEN %(big)s > 0 THEN 1 + g %% (%(tenants)s - 1)
+                ELSE g %% %(tenants)s END AS tn,
+           CASE WHEN g <= %(big)s THEN g %% 100 ELSE (g / %(tenants)s) %% 100 END AS s,
            now() - (random() * interval '30 days') AS created
     FROM generate_series(1, %(runs)s) g
 )
@@ -122,7 +127,7 @@ WHERE t.slug LIKE %(prefix)s || '%%' AND r.status = 'waiting_approval';
 """
 
 
-def load(db: str, prefix: str, tenants: int, runs: int) -> dict[str, float]:
+def load(db: str, prefix: str, tenants: int, runs: int, big: int = 0) -> dict[str, float]:
     took = {}
     with super_connect(db) as conn:
         for name, sql in [
@@ -132,7 +137,7 @@ def load(db: str, prefix: str, tenants: int, runs: int) -> dict[str, float]:
             ("approvals", LOAD_APPROVALS),
         ]:
             t0 = time.perf_counter()
-            conn.execute(sql, {"prefix": prefix, "tenants": tenants, "runs": runs})
+            conn.execute(sql, {"prefix": prefix, "tenants": tenants, "runs": runs, "big": big})
             took[name] = time.perf_counter() - t0
         t0 = time.perf_counter()
         conn.execute(
@@ -152,6 +157,7 @@ def cleanup(db: str, prefix: str) -> None:
             "agents_stepattempt",
             "agents_checkpoint",
             "agents_run",
+            "agents_runcount",
             "tenants_membership",
             "tenants_auditevent",
         ):
@@ -165,6 +171,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--tenants", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument(
+        "--big-tenant", type=int, default=0, help="this many of the runs in the measured tenant"
+    )
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
 
@@ -186,7 +195,7 @@ def main() -> int:
     db = settings.DATABASES["default"]["NAME"]
     prefix = f"bench-console-{uuid.uuid4().hex[:6]}-"
     print(f"loading {args.runs:,} runs across {args.tenants:,} tenants ({prefix}*) ...", flush=True)
-    took = load(db, prefix, args.tenants, args.runs)
+    took = load(db, prefix, args.tenants, args.runs, args.big_tenant)
     print("load: " + ", ".join(f"{k} {v:.1f} s" for k, v in took.items()), flush=True)
     try:
         with system_scope("bench_setup"):
@@ -212,6 +221,9 @@ def main() -> int:
             ("table only (htmx), status=queued", "/console/?status=queued", False),
             # The page loads these after itself (one more request), so they are timed too.
             ("counts by status and reason (htmx)", "/console/summary/", True),
+            ("runs page /runs/", "/runs/", True),
+            ("approvals inbox /approvals/", "/approvals/", True),
+            ("API run list /api/v1/runs", "/api/v1/runs", True),
         ]
         rows = []
         for label, url, targeted in cases:
@@ -225,6 +237,20 @@ def main() -> int:
                 if i >= 3:
                     samples.append(ms)
             rows.append((label, median(samples), p95(samples), targeted))
+
+        from agents.runtime import selectors as runtime_selectors
+
+        by_status: dict[str, list[float]] = {"scan": [], "kept": []}
+        for _ in range(args.rounds):
+            for how in by_status:
+                t0 = time.perf_counter()
+                with tenant_scope(tenant.pk):
+                    if how == "scan":  # as the pages counted before agents_runcount
+                        scanned = runtime_selectors.status_counts(Run.objects.for_tenant(tenant))
+                    else:
+                        kept = runtime_selectors.tenant_status_counts(tenant.pk)
+                by_status[how].append((time.perf_counter() - t0) * 1000)
+        assert scanned == kept, (scanned, kept)
 
         now = timezone.now()
         tenant_counts = []
@@ -259,6 +285,10 @@ def main() -> int:
         )
         print(f"{label:42} {p50:8.1f} {p95_:8.1f}  {mark}")
     print()
+    print(f"{'counts by status (one tenant)':42} {'p50 ms':>8} {'p95 ms':>8}")
+    for how, label in (("scan", "scan of its runs (before)"), ("kept", "agents_runcount (now)")):
+        print(f"{label:42} {median(by_status[how]):8.1f} {p95(by_status[how]):8.1f}")
+    print()
     print(f"{'stuck detection':42} {'p50 ms':>8} {'p95 ms':>8}")
     print(
         f"{'one tenant, counts by reason (1 query)':42} "
@@ -279,6 +309,10 @@ def main() -> int:
             "runs_in_tenant": per_tenant,
             "pages_ms": {
                 label: {"p50": round(a, 1), "p95": round(b, 1)} for label, a, b, _ in rows
+            },
+            "status_counts_ms": {
+                how: {"p50": round(median(v), 1), "p95": round(p95(v), 1)}
+                for how, v in by_status.items()
             },
             "stuck_tenant_ms": {
                 "p50": round(median(tenant_counts), 1),

@@ -286,12 +286,18 @@ def stop_postgres(mode: str = "fast") -> bool:
     pgdata, _, _ = _pg_paths()
     if not _pg_running(pgdata, _pg_info()):
         return False
-    subprocess.run(
-        [str(_pg_bin() / "pg_ctl"), "-D", str(pgdata), "-m", mode, "-w", "stop"],
-        check=True,
+    # A shutdown checkpoint on a busy disk can outlast pg_ctl's default 60 s wait.
+    done = subprocess.run(
+        [str(_pg_bin() / "pg_ctl"), "-D", str(pgdata), "-m", mode, "-w", "-t", "180", "stop"],
         capture_output=True,
+        text=True,
         **_pg_user_kwargs(),
     )
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"pg_ctl stop ({mode}) failed with {done.returncode}: "
+            f"{(done.stderr or done.stdout).strip()[-2000:]}"
+        )
     return True
 
 

@@ -298,6 +298,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "agents.recover_runs",
         "schedule": env_float("AGENTSTATE_RECOVERY_INTERVAL_SECONDS", 1.0, minimum=0.2),
     },
+    # Run counts by status are rows of deltas (agents/runtime/run_counts.py): folded this often.
+    "compact-run-counts": {
+        "task": "agents.compact_run_counts",
+        "schedule": env_float("AGENTSTATE_RUN_COUNTS_COMPACT_SECONDS", 10.0, minimum=1.0),
+    },
     "expire-idempotency-records": {
         "task": "agents.expire_idempotency_records",
         "schedule": 3600.0,
@@ -505,6 +510,11 @@ CELERY_BEAT_SCHEDULE["detect-stuck-runs"] = {
     "task": "agents.detect_stuck_runs",
     "schedule": env_float("AGENTSTATE_STUCK_SWEEP_SECONDS", 60.0, minimum=1.0),
 }
+# The live admin console's stuck counts are read at most this often per tenant and process
+# (agents/console/live.py): a live card may lag this long; pages read them afresh.
+AGENTSTATE_LIVE_STUCK_COUNTS_SECONDS = env_float(
+    "AGENTSTATE_LIVE_STUCK_COUNTS_SECONDS", 5.0, minimum=0.0
+)
 # /readyz waits this long for a Celery worker to answer a ping.
 AGENTSTATE_READY_PING_TIMEOUT_SECONDS = env_float(
     "AGENTSTATE_READY_PING_TIMEOUT_SECONDS", 1.0, minimum=0.1

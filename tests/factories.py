@@ -226,6 +226,12 @@ def _graph_interrupt_row(tenant: Tenant):
     )
 
 
+def _run_count_row(tenant: Tenant):
+    from agents.runtime.models import RunCount
+
+    return RunCount.objects.create(tenant=tenant, status="queued", n=0)
+
+
 def _idempotency_row(tenant: Tenant):
     from django.utils import timezone
 
@@ -368,6 +374,7 @@ TENANT_OWNED_ROWS = {
             ("agents.WebhookEndpoint", _webhook_endpoint_row),
             ("agents.WebhookDelivery", _webhook_delivery_row),
             ("agents.GraphInterrupt", _graph_interrupt_row),
+            ("agents.RunCount", _run_count_row),
             ("approvals.ApprovalRequest", _approval_row),
             ("approvals.ApprovalPolicy", _approval_policy_row),
             ("approvals.ApproverGroup", _approver_group_row),

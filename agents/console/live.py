@@ -14,13 +14,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.http import QueryDict
 from django.template.loader import render_to_string
 from django.utils import timezone
 
 from agents.console import recovered, selectors
 from agents.console.forms import WINDOWS, ConsoleFilterForm, RecoveredFilterForm
+from agents.runtime import selectors as runtime_selectors
 from agents.runtime.models import AttemptOutcome, StepAttempt
+from core.recent import Recent
 from tenants.models import Scope
 from tenants.principal import Principal
 from tenants.scope import tenant_scope
@@ -48,16 +51,38 @@ def console_feed(
             rows = [run for run in rows if run.pk == run_id]
         elif query.get("shown") == selectors.rows_key(rows):
             rows = []  # the page shows them as they are
-        summary = {
-            "counts": selectors.status_counts(principal),
-            "stuck_counts": selectors.stuck_counts(principal, now),
-        }
+        summary = summary_for(principal, event, now)
     messages = []
     if rows:  # upserts (static/js/live.js): rows shown are replaced, a new one goes on top
         html = "".join(render_to_string(f"{RUNS}#console-row", {"run": run}) for run in rows)
         messages.append(f'<tbody hx-swap-oob="afterbegin:#console-tbody">{html}</tbody>')
     messages.append(render_to_string(f"{RUNS}#console-summary", summary))
     return messages
+
+
+# Every admin socket of a tenant renders the same event: the counts by status are read once
+# per event in this process (exact: read after the event's commit); the counts by stuck reason
+# (which also change with the clock alone, and cost a scan of the open runs) once per
+# AGENTSTATE_LIVE_STUCK_COUNTS_SECONDS per tenant, so a live card may lag that long behind.
+# A page's first draw and a (re)subscribe read both afresh.
+_stuck_by_tenant: Recent[list[dict[str, Any]]] = Recent(seconds=5.0)
+
+
+def summary_for(principal: Principal, event: dict[str, Any] | None, now: Any) -> dict[str, Any]:
+    """The console's cards: counts by status and by stuck reason (see above)."""
+    tenant = principal.tenant.pk
+    if event is None:
+        stuck = selectors.stuck_counts(principal, now)
+        _stuck_by_tenant.put(tenant, stuck)  # kept for the events that follow
+        return {"counts": selectors.status_counts(principal), "stuck_counts": stuck}
+    return {
+        "counts": runtime_selectors.tenant_status_counts_after(tenant, event),
+        "stuck_counts": _stuck_by_tenant.get(
+            tenant,
+            lambda: selectors.stuck_counts(principal, now),
+            seconds=settings.AGENTSTATE_LIVE_STUCK_COUNTS_SECONDS,
+        ),
+    }
 
 
 def _page(principal: Principal, filters: ConsoleFilterForm, now: Any) -> list:

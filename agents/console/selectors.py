@@ -101,8 +101,8 @@ def _of_user(principal: Principal, username: str) -> Q:
 
 
 def status_counts(principal: Principal) -> list[dict[str, Any]]:
-    """Every run of the tenant, counted by status."""
-    return runtime_selectors.status_counts(tenant_runs(principal))
+    """Every run of the tenant, counted by status (one indexed read at any size)."""
+    return runtime_selectors.tenant_status_counts(principal.tenant.pk)
 
 
 def stuck_counts(principal: Principal, now: dt.datetime) -> list[dict[str, Any]]:

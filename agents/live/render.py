@@ -311,7 +311,10 @@ def runs_update(view: RunsView, event: dict[str, Any]) -> list[str]:
             pages.dress_runs([found], plain=plain)
             row = render_to_string(f"{RUNS}#run-row", {"run": found, "plain": plain})
             messages.append(f'<tbody hx-swap-oob="afterbegin:#runs-tbody">{row}</tbody>')
-        counts = pages.status_counts(view.principal)
+        if view.principal.sees_only_own:
+            counts = pages.status_counts(view.principal)  # her own runs
+        else:  # the tenant's: the same for every socket watching it
+            counts = selectors.tenant_status_counts_after(view.principal.tenant.pk, event)
     context = {"counts": counts, "principal": view.principal}
     messages.append(render_to_string(f"{RUNS}#run-counts", context))
     return messages

@@ -207,6 +207,27 @@ class Run(TenantOwned):
         return self.status in FINISHED
 
 
+class RunCount(TenantOwned):
+    """How many of a tenant's runs are in each status, as deltas: triggers on `agents_run`
+    (sql/run_counts_triggers.sql) add a row per change (+1 for a run that entered a status,
+    -1 for one that left it) and never update one, so writers never wait for each other; a
+    status's count is the sum of its rows (exact at any moment, in one indexed read), and
+    `agents.compact_run_counts` (beat) folds each tenant's rows into one per status."""
+
+    id = models.BigAutoField(primary_key=True)
+    # No foreign key: a tenant being deleted deletes its runs, whose triggers write rows for
+    # it after its own were deleted; the compaction removes those (and any of a tenant gone).
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.DO_NOTHING, related_name="+", db_constraint=False,
+        db_index=False,
+    )  # fmt: skip
+    status = models.CharField(max_length=20, choices=RunStatus.choices)
+    n = models.BigIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "status"], name="runcount_tenant_status")]
+
+
 class Checkpoint(TenantOwned):
     """State after a step. Append-only; the transcript stays in Message rows."""
 

@@ -13,6 +13,7 @@ from django.db.models.functions import Trunc
 from django.http import Http404
 from django.utils import timezone
 
+from agents.runtime import run_counts
 from agents.runtime.models import (
     AgentSession,
     AttemptOutcome,
@@ -25,6 +26,7 @@ from agents.runtime.models import (
     StepAttempt,
     ToolCall,
 )
+from core.recent import Recent
 from tenants import sql
 from tenants.principal import Principal
 from tenants.scope import tenant_scope
@@ -66,6 +68,30 @@ def status_counts(runs: QuerySet[Run]) -> list[dict[str, Any]]:
         {"value": value, "label": label, "count": counts.get(value, 0)}
         for value, label in RunStatus.choices
     ]
+
+
+def tenant_status_counts(tenant_id: Any) -> list[dict[str, Any]]:
+    """Every run of the tenant counted by status, as `status_counts` gives them, from the
+    counts the database keeps (run_counts.py): one indexed read at any size."""
+    counts = run_counts.by_status(tenant_id)
+    return [
+        {"value": value, "label": label, "count": counts.get(value, 0)}
+        for value, label in RunStatus.choices
+    ]
+
+
+# The live feeds of every socket watching a tenant render the same event: its counts are
+# read once per event in a process (after the event's commit, so they include it).
+_counts_after_event: Recent[list[dict[str, Any]]] = Recent(seconds=30.0)
+
+
+def tenant_status_counts_after(tenant_id: Any, event: dict[str, Any]) -> list[dict[str, Any]]:
+    """`tenant_status_counts` as of `event`, read once per stored event in this process
+    (a live-only event, with no number, reads them afresh)."""
+    if event.get("seq") is None:
+        return tenant_status_counts(tenant_id)
+    seen = (str(tenant_id), str(event.get("run_id")), event["seq"], event.get("kind"))
+    return _counts_after_event.get(seen, lambda: tenant_status_counts(tenant_id))
 
 
 def run_for(principal: Principal, run_id: Any) -> Run:

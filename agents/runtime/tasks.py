@@ -11,7 +11,7 @@ from celery import shared_task
 from celery.worker.request import Request
 from django.db import close_old_connections, connections
 
-from agents.runtime import metrics, webhooks
+from agents.runtime import metrics, run_counts, webhooks
 from agents.runtime.engine.runner import drive
 from agents.runtime.errors import INFRASTRUCTURE_ERRORS
 from agents.runtime.sweeps import expire_idempotency, recover, take_back_from
@@ -91,6 +91,12 @@ def run_step(self, *, tenant_id: str, run_id: str) -> dict:
 def recover_runs() -> dict:
     """Beat: requeue runs whose worker died, wake due timers, re-send lost queue messages."""
     return recover()
+
+
+@shared_task(name="agents.compact_run_counts")
+def compact_run_counts() -> int:
+    """Beat: fold the run-count rows of tenants that have many (agents/runtime/run_counts.py)."""
+    return run_counts.compact()
 
 
 @shared_task(name="agents.expire_idempotency_records")

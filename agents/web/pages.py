@@ -382,8 +382,11 @@ def run_matches(run: Run, filters: RunFilterForm) -> bool:
 
 
 def status_counts(principal: Principal) -> list[dict[str, Any]]:
-    """The runs the principal sees, counted by status."""
-    return selectors.status_counts(selectors.runs_for(principal))
+    """The runs the principal sees, counted by status: a member's own (a few, by index), or
+    the tenant's from the counts the database keeps (the same cost at any size)."""
+    if principal.sees_only_own:
+        return selectors.status_counts(selectors.runs_for(principal))
+    return selectors.tenant_status_counts(principal.tenant.pk)
 
 
 # --- conversations and forks (agents/conversations/) ----------------------------------------------

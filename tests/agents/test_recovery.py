@@ -30,7 +30,6 @@ def test_a_worker_killed_mid_step_is_replaced_within_seconds_not_when_its_lease_
     victim = cluster.worker(
         "victim", LLM_SCRIPTED_DELAY_SECONDS="30", AGENTSTATE_LEASE_SECONDS=LONG_LEASE
     )
-    cluster.worker("rescuer", AGENTSTATE_LEASE_SECONDS=LONG_LEASE)
     cluster.beat()
     run = start_refund(customer)
     wait_until(
@@ -38,6 +37,9 @@ def test_a_worker_killed_mid_step_is_replaced_within_seconds_not_when_its_lease_
         timeout=30,
         what="the victim to start the first model step",
     )
+    # The rescuer starts once the victim holds the run (started together, on a loaded
+    # machine the rescuer sometimes took the run first), and well inside its 30 s model call.
+    cluster.worker("rescuer", AGENTSTATE_LEASE_SECONDS=LONG_LEASE)
     time.sleep(0.5)
     killed_at = time.time()
     victim.kill9()
