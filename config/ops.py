@@ -31,7 +31,7 @@ from prometheus_client.core import (
 from agents.console import stuck
 from agents.runtime import metrics as engine_metrics
 from agents.runtime.metrics import redis_client
-from agents.runtime.models import Run, RunStatus
+from agents.runtime.models import Run, RunCount, RunStatus
 from agents.runtime.queue import queue_keys
 from approvals.models import ApprovalRequest, ApprovalStatus
 from config.celery import app
@@ -124,13 +124,15 @@ class DatabaseCollector:
 
 
 def _database_metrics() -> Iterator[Metric]:
-    from django.db.models import Count
+    from django.db.models import Sum
     from django.utils import timezone
 
     now = timezone.now()
     with system_scope("metrics_scrape"):
-        by_status = dict(Run.objects.order_by().values_list("status").annotate(n=Count("id")))
-        stuck_counts = stuck.counts(Run.objects.all(), now)
+        # The kept counts (agents_runcount) and the stuck sweep's stored ones: a scrape costs
+        # the same however many runs there are (counted afresh only while no sweep stores).
+        by_status = dict(RunCount.objects.order_by().values_list("status").annotate(n=Sum("n")))
+        stuck_counts = stuck.stored_totals() or stuck.counts(Run.objects.all(), now)
         pending = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING).count()
     runs = GaugeMetricFamily("agentstate_runs", "Runs by status.", labels=["status"])
     for status in RunStatus.values:

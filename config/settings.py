@@ -508,7 +508,7 @@ AGENTSTATE_STUCK_GRAPH_SILENT_SECONDS = env_float(
 # How often beat counts stuck runs, logs them and updates the stuck gauge.
 CELERY_BEAT_SCHEDULE["detect-stuck-runs"] = {
     "task": "agents.detect_stuck_runs",
-    "schedule": env_float("AGENTSTATE_STUCK_SWEEP_SECONDS", 60.0, minimum=1.0),
+    "schedule": env_float("AGENTSTATE_STUCK_SWEEP_SECONDS", 15.0, minimum=1.0),
 }
 # The live admin console's stuck counts are read at most this often per tenant and process
 # (agents/console/live.py): a live card may lag this long; pages read them afresh.

@@ -8,7 +8,9 @@ import redis
 from django.db import connection
 from django.test import Client
 
+from agents.console import live, stuck
 from agents.runtime import queue
+from agents.runtime import selectors as runtime_selectors
 from tenants.models import Role
 from tenants.redis_client import client as redis_client
 from tests import factories, processes
@@ -83,8 +85,12 @@ def _no_urgent_leftovers():
     """A run an earlier test sent at URGENT (nobody consumes it here) would end every slice
     of this one after its first step (agents/runtime/queue.py)."""
     queue.urgent_waiting.cache_clear()
+    # Nor may an earlier test's stuck sweep leave its stored counts in force here, or the
+    # counts its live feeds kept in this process.
+    live._stuck_by_tenant.clear()
+    runtime_selectors._counts_after_event.clear()
     with contextlib.suppress(redis.RedisError):  # a test that stops Redis brings it back
-        redis_client().delete(queue.URGENT_RUNS_KEY)
+        redis_client().delete(queue.URGENT_RUNS_KEY, stuck.COUNTED_KEY)
 
 
 @pytest.fixture(autouse=True)

@@ -232,6 +232,16 @@ def _run_count_row(tenant: Tenant):
     return RunCount.objects.create(tenant=tenant, status="queued", n=0)
 
 
+def _stuck_count_row(tenant: Tenant):
+    from django.utils import timezone
+
+    from agents.runtime.models import StuckCount
+
+    return StuckCount.objects.create(
+        tenant=tenant, reason="lease_expired", n=1, counted_at=timezone.now()
+    )
+
+
 def _idempotency_row(tenant: Tenant):
     from django.utils import timezone
 
@@ -375,6 +385,7 @@ TENANT_OWNED_ROWS = {
             ("agents.WebhookDelivery", _webhook_delivery_row),
             ("agents.GraphInterrupt", _graph_interrupt_row),
             ("agents.RunCount", _run_count_row),
+            ("agents.StuckCount", _stuck_count_row),
             ("approvals.ApprovalRequest", _approval_row),
             ("approvals.ApprovalPolicy", _approval_policy_row),
             ("approvals.ApproverGroup", _approver_group_row),

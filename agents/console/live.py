@@ -65,24 +65,22 @@ def console_feed(
 # (which also change with the clock alone, and cost a scan of the open runs) once per
 # AGENTSTATE_LIVE_STUCK_COUNTS_SECONDS per tenant, so a live card may lag that long behind.
 # A page's first draw and a (re)subscribe read both afresh.
-_stuck_by_tenant: Recent[list[dict[str, Any]]] = Recent(seconds=5.0)
+_stuck_by_tenant: Recent[dict[str, Any]] = Recent(seconds=5.0)
 
 
 def summary_for(principal: Principal, event: dict[str, Any] | None, now: Any) -> dict[str, Any]:
     """The console's cards: counts by status and by stuck reason (see above)."""
     tenant = principal.tenant.pk
     if event is None:
-        stuck = selectors.stuck_counts(principal, now)
-        _stuck_by_tenant.put(tenant, stuck)  # kept for the events that follow
-        return {"counts": selectors.status_counts(principal), "stuck_counts": stuck}
-    return {
-        "counts": runtime_selectors.tenant_status_counts_after(tenant, event),
-        "stuck_counts": _stuck_by_tenant.get(
-            tenant,
-            lambda: selectors.stuck_counts(principal, now),
-            seconds=settings.AGENTSTATE_LIVE_STUCK_COUNTS_SECONDS,
-        ),
-    }
+        card = selectors.stuck_card(principal, now)
+        _stuck_by_tenant.put(tenant, card)  # kept for the events that follow
+        return {"counts": selectors.status_counts(principal), **card}
+    card = _stuck_by_tenant.get(
+        tenant,
+        lambda: selectors.stuck_card(principal, now),
+        seconds=settings.AGENTSTATE_LIVE_STUCK_COUNTS_SECONDS,
+    )
+    return {"counts": runtime_selectors.tenant_status_counts_after(tenant, event), **card}
 
 
 def _page(principal: Principal, filters: ConsoleFilterForm, now: Any) -> list:

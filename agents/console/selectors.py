@@ -106,8 +106,23 @@ def status_counts(principal: Principal) -> list[dict[str, Any]]:
 
 
 def stuck_counts(principal: Principal, now: dt.datetime) -> list[dict[str, Any]]:
+    """The tenant's stuck runs by reason, counted now (a scan of its open runs)."""
     counts = stuck.tenant_counts(tenant_runs(principal), now)
     return [{"reason": stuck.REASONS[code], "count": n} for code, n in counts.items()]
+
+
+def stuck_card(principal: Principal, now: dt.datetime) -> dict[str, Any]:
+    """What the console's stuck card shows: the counts as the stuck sweep last stored them
+    (one indexed read, at most one sweep interval old, with when they were counted), or
+    counted now when no sweep stored any lately (stuck.stored_counts)."""
+    stored = stuck.stored_counts(principal.tenant.pk)
+    if stored is None:
+        return {"stuck_counts": stuck_counts(principal, now), "stuck_counted_at": None}
+    counts, counted_at = stored
+    return {
+        "stuck_counts": [{"reason": stuck.REASONS[code], "count": n} for code, n in counts.items()],
+        "stuck_counted_at": counted_at,
+    }
 
 
 # --- what a live page shows -----------------------------------------------------------------------

@@ -13,9 +13,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import redis.exceptions
 from django.conf import settings
 from django.db.models import (
     BooleanField,
+    Count,
     DateTimeField,
     Exists,
     ExpressionWrapper,
@@ -24,6 +26,7 @@ from django.db.models import (
     Q,
     QuerySet,
     Subquery,
+    Sum,
 )
 from django.db.models.functions import Coalesce, Greatest
 from django.db.models.lookups import LessThan
@@ -32,8 +35,9 @@ from django.utils import timezone
 from agents.runtime import graph_runs
 from agents.runtime.definitions import all_agents
 from agents.runtime.metrics import record_sweep
-from agents.runtime.models import FINISHED, Run, RunEventLog, RunStatus
+from agents.runtime.models import FINISHED, Run, RunEventLog, RunStatus, StuckCount
 from approvals.models import ApprovalRequest, ApprovalStatus
+from tenants.redis_client import client as redis_client
 from tenants.scope import system_scope
 
 logger = logging.getLogger(__name__)
@@ -313,8 +317,6 @@ def counts(runs: QuerySet[Run], now: dt.datetime) -> dict[str, int]:
 def tenant_counts(runs: QuerySet[Run], now: dt.datetime) -> dict[str, int]:
     """The same for one tenant's runs, in one query: only runs that are not succeeded or
     cancelled can be stuck, and the (tenant, status) index finds those."""
-    from django.db.models import Count
-
     candidates = runs.exclude(status__in=[RunStatus.SUCCEEDED, RunStatus.CANCELLED])
     found = candidates.filter(_unresolved()).aggregate(
         **{code: Count("pk", filter=cond) for code, cond in conditions(now).items()}
@@ -322,11 +324,92 @@ def tenant_counts(runs: QuerySet[Run], now: dt.datetime) -> dict[str, int]:
     return {code: found[code] for code in REASONS}
 
 
+# The sweep's counts are stored per tenant (agents_stuckcount) and this key says when they
+# were last stored; pages read them while the key lives (COUNTED_FOR), so a card is at most
+# one sweep interval (plus the sweep's own time) behind. Without it (beat down, Redis down,
+# never counted), pages count afresh.
+COUNTED_KEY = "agentstate:stuck-counted-at"
+
+
+def counted_for() -> float:
+    """How long stored counts stay good without a newer sweep: three intervals, at least a
+    minute."""
+    return max(3 * settings.CELERY_BEAT_SCHEDULE["detect-stuck-runs"]["schedule"], 60.0)
+
+
+def count_by_tenant(now: dt.datetime) -> dict[Any, dict[str, int]]:
+    """Stuck runs of every tenant by reason (one query per reason, each indexed), only the
+    tenants and reasons with some."""
+    found: dict[Any, dict[str, int]] = {}
+    for code in REASONS:
+        rows = (
+            Run.objects.filter(reason_q(code, now))
+            .order_by()
+            .values_list("tenant_id")
+            .annotate(n=Count("pk"))
+        )
+        for tenant_id, n in rows:
+            found.setdefault(tenant_id, {})[code] = n
+    return found
+
+
+def _store(by_tenant: dict[Any, dict[str, int]], now: dt.datetime) -> None:
+    # Called in the sweep's system scope: replaced in its transaction, so a page reads the
+    # last sweep's rows or this one's, never a mix.
+    StuckCount.objects.all().delete()
+    StuckCount.objects.bulk_create(
+        StuckCount(tenant_id=tenant_id, reason=code, n=n, counted_at=now)
+        for tenant_id, by_reason in by_tenant.items()
+        for code, n in by_reason.items()
+    )
+
+
+def _mark_counted(now: dt.datetime) -> None:
+    try:
+        redis_client().set(COUNTED_KEY, now.isoformat(), ex=max(1, round(counted_for())))
+    except redis.exceptions.RedisError:
+        logger.warning("could not mark the stuck counts stored", exc_info=True)
+
+
+def stored_counts(tenant_id: Any) -> tuple[dict[str, int], dt.datetime] | None:
+    """The tenant's stuck runs by reason as the last sweep stored them, and when it counted;
+    None when no sweep stored any within `counted_for()` (the caller counts afresh)."""
+    try:
+        marked = redis_client().get(COUNTED_KEY)
+    except redis.exceptions.RedisError:
+        return None
+    if not marked:
+        return None
+    rows = list(StuckCount.objects.for_tenant(tenant_id).values_list("reason", "n", "counted_at"))
+    counted = rows[0][2] if rows else dt.datetime.fromisoformat(marked.decode())
+    found = {code: 0 for code in REASONS}
+    found.update({reason: n for reason, n, _ in rows if reason in found})
+    return found, counted
+
+
+def stored_totals() -> dict[str, int] | None:
+    """Every tenant's stored counts summed by reason (in a system scope), or None as above."""
+    try:
+        if not redis_client().get(COUNTED_KEY):
+            return None
+    except redis.exceptions.RedisError:
+        return None
+    found = {code: 0 for code in REASONS}
+    rows = StuckCount.objects.order_by().values_list("reason").annotate(total=Sum("n"))
+    found.update({reason: total for reason, total in rows if reason in found})
+    return found
+
+
 def detect_stuck(*, listed: int = 100) -> dict[str, int]:
-    """Count stuck runs by reason across tenants and log each (up to `listed`) with its ids."""
+    """Count stuck runs by reason across tenants, store each tenant's counts for the pages,
+    and log each stuck run (up to `listed`) with its ids."""
     now = timezone.now()
     with system_scope("stuck_detection"):
-        by_reason = counts(Run.objects.all(), now)
+        by_tenant = count_by_tenant(now)
+        by_reason = {
+            code: sum(counts.get(code, 0) for counts in by_tenant.values()) for code in REASONS
+        }
+        _store(by_tenant, now)
         found = (
             list(
                 Run.objects.filter(stuck_q(now))
@@ -343,6 +426,7 @@ def detect_stuck(*, listed: int = 100) -> dict[str, int]:
             status,
             extra={"tenant_id": str(tenant_id), "run_id": str(run_id), "event": "run.stuck"},
         )
+    _mark_counted(now)
     if any(by_reason.values()):
         logger.warning("stuck runs: %s", by_reason, extra={"event": "runs.stuck", **by_reason})
     record_sweep("stuck_detection", by_reason)

@@ -100,7 +100,7 @@ def run_summary(request: HttpRequest) -> HttpResponse:
     principal = request.principal  # type: ignore[attr-defined]
     context = {
         "counts": selectors.status_counts(principal),
-        "stuck_counts": selectors.stuck_counts(principal, timezone.now()),
+        **selectors.stuck_card(principal, timezone.now()),
     }
     return render(request, f"{RUNS}#console-summary", context)
 

@@ -228,6 +228,23 @@ class RunCount(TenantOwned):
         indexes = [models.Index(fields=["tenant", "status"], name="runcount_tenant_status")]
 
 
+class StuckCount(TenantOwned):
+    """How many of a tenant's runs were stuck for each reason (agents/console/stuck.py) when
+    the stuck sweep (beat) last counted every tenant; a reason with none has no row. Pages
+    read these instead of scanning a large tenant's open runs (the rule: `stored_counts`)."""
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    reason = models.CharField(max_length=40)
+    n = models.PositiveIntegerField()
+    counted_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "reason"], name="stuckcount_tenant_reason")
+        ]
+
+
 class Checkpoint(TenantOwned):
     """State after a step. Append-only; the transcript stays in Message rows."""
 
