@@ -481,12 +481,19 @@ class ExternalCheckpoint(TenantOwned):
     the thread's run (one run per thread and namespace), so the same pages show it."""
 
     id = models.BigAutoField(primary_key=True)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    # No foreign-key triggers (as the engine's per-step rows): written at every step of a
+    # graph, and deleting runs would check them row by row with no index on run_id. Deleting
+    # a run or a tenant deletes them all the same (Django's cascade, external_threads).
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     # The readable side: its state preview, step and place in the run's timeline.
     shown_as = models.OneToOneField(
         Checkpoint, on_delete=models.CASCADE, related_name="external", db_constraint=False
     )
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     thread_id = models.CharField(max_length=200)
     checkpoint_ns = models.CharField(max_length=200, blank=True)
     checkpoint_id = models.CharField(max_length=100)
@@ -510,8 +517,15 @@ class ExternalBlob(TenantOwned):
     """One version of one channel's value of an external thread (checkpoints name versions)."""
 
     id = models.BigAutoField(primary_key=True)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
+    # No foreign-key triggers (as the engine's per-step rows): written at every step of a
+    # graph, and deleting runs would check them row by row with no index on run_id. Deleting
+    # a run or a tenant deletes them all the same (Django's cascade, external_threads).
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     thread_id = models.CharField(max_length=200)
     checkpoint_ns = models.CharField(max_length=200, blank=True)
     channel = models.CharField(max_length=200)
@@ -532,8 +546,15 @@ class ExternalWrite(TenantOwned):
     """A pending write of a task of an external thread, saved before its next checkpoint."""
 
     id = models.BigAutoField(primary_key=True)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
+    # No foreign-key triggers (as the engine's per-step rows): written at every step of a
+    # graph, and deleting runs would check them row by row with no index on run_id. Deleting
+    # a run or a tenant deletes them all the same (Django's cascade, external_threads).
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     thread_id = models.CharField(max_length=200)
     checkpoint_ns = models.CharField(max_length=200, blank=True)
     checkpoint_id = models.CharField(max_length=100)
@@ -630,8 +651,15 @@ class GraphInterrupt(TenantOwned):
     interrupt id and run, however many times its writes arrive."""
 
     id = models.BigAutoField(primary_key=True)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
+    # No foreign-key triggers (as the engine's per-step rows): written at every step of a
+    # graph, and deleting runs would check them row by row with no index on run_id. Deleting
+    # a run or a tenant deletes them all the same (Django's cascade, external_threads).
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     interrupt_id = models.CharField(max_length=200)
     checkpoint_id = models.CharField(max_length=100)
     task_id = models.CharField(max_length=200)
