@@ -158,6 +158,7 @@ def cleanup(db: str, prefix: str) -> None:
             "agents_checkpoint",
             "agents_run",
             "agents_runcount",
+            "agents_stuckcount",
             "tenants_membership",
             "tenants_auditevent",
         ):
@@ -204,6 +205,9 @@ def main() -> int:
             Membership.objects.create(tenant=tenant, user=user, role=Role.ADMIN)
             per_tenant = Run.objects.filter(tenant=tenant).count()
             total = Run.objects.count()
+        # As beat does every AGENTSTATE_STUCK_SWEEP_SECONDS: the console's stuck card reads
+        # what this stores (counted afresh, and timed below, only when no sweep ran lately).
+        detect_stuck(listed=0)
         client = Client()
         client.force_login(user)
         first = client.get("/console/").content.decode()
