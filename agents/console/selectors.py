@@ -107,7 +107,10 @@ def status_counts(principal: Principal) -> list[dict[str, Any]]:
 
 def stuck_counts(principal: Principal, now: dt.datetime) -> list[dict[str, Any]]:
     """The tenant's stuck runs by reason, counted now (a scan of its open runs)."""
-    counts = stuck.tenant_counts(tenant_runs(principal), now)
+    return _by_reason_rows(stuck.tenant_counts(tenant_runs(principal), now))
+
+
+def _by_reason_rows(counts: dict[str, int]) -> list[dict[str, Any]]:
     return [{"reason": stuck.REASONS[code], "count": n} for code, n in counts.items()]
 
 
@@ -119,10 +122,7 @@ def stuck_card(principal: Principal, now: dt.datetime) -> dict[str, Any]:
     if stored is None:
         return {"stuck_counts": stuck_counts(principal, now), "stuck_counted_at": None}
     counts, counted_at = stored
-    return {
-        "stuck_counts": [{"reason": stuck.REASONS[code], "count": n} for code, n in counts.items()],
-        "stuck_counted_at": counted_at,
-    }
+    return {"stuck_counts": _by_reason_rows(counts), "stuck_counted_at": counted_at}
 
 
 # --- what a live page shows -----------------------------------------------------------------------

@@ -371,17 +371,23 @@ def _mark_counted(now: dt.datetime) -> None:
         logger.warning("could not mark the stuck counts stored", exc_info=True)
 
 
-def stored_counts(tenant_id: Any) -> tuple[dict[str, int], dt.datetime] | None:
-    """The tenant's stuck runs by reason as the last sweep stored them, and when it counted;
-    None when no sweep stored any within `counted_for()` (the caller counts afresh)."""
+def _counted_mark() -> dt.datetime | None:
+    """When the last sweep stored counts, while its mark lives; None otherwise (or Redis down)."""
     try:
         marked = redis_client().get(COUNTED_KEY)
     except redis.exceptions.RedisError:
         return None
-    if not marked:
+    return dt.datetime.fromisoformat(marked.decode()) if marked else None
+
+
+def stored_counts(tenant_id: Any) -> tuple[dict[str, int], dt.datetime] | None:
+    """The tenant's stuck runs by reason as the last sweep stored them, and when it counted;
+    None when no sweep stored any within `counted_for()` (the caller counts afresh)."""
+    marked = _counted_mark()
+    if marked is None:
         return None
     rows = list(StuckCount.objects.for_tenant(tenant_id).values_list("reason", "n", "counted_at"))
-    counted = rows[0][2] if rows else dt.datetime.fromisoformat(marked.decode())
+    counted = rows[0][2] if rows else marked
     found = {code: 0 for code in REASONS}
     found.update({reason: n for reason, n, _ in rows if reason in found})
     return found, counted
@@ -389,10 +395,7 @@ def stored_counts(tenant_id: Any) -> tuple[dict[str, int], dt.datetime] | None:
 
 def stored_totals() -> dict[str, int] | None:
     """Every tenant's stored counts summed by reason (in a system scope), or None as above."""
-    try:
-        if not redis_client().get(COUNTED_KEY):
-            return None
-    except redis.exceptions.RedisError:
+    if _counted_mark() is None:
         return None
     found = {code: 0 for code in REASONS}
     rows = StuckCount.objects.order_by().values_list("reason").annotate(total=Sum("n"))

@@ -63,7 +63,10 @@ def runs_for(
 def status_counts(runs: QuerySet[Run]) -> list[dict[str, Any]]:
     """How many of `runs` are in each status (every status, zeros included), for the runs
     page and the console alike."""
-    counts = dict(runs.order_by().values_list("status").annotate(n=Count("id")))
+    return _by_status_rows(dict(runs.order_by().values_list("status").annotate(n=Count("id"))))
+
+
+def _by_status_rows(counts: dict[str, int]) -> list[dict[str, Any]]:
     return [
         {"value": value, "label": label, "count": counts.get(value, 0)}
         for value, label in RunStatus.choices
@@ -73,11 +76,7 @@ def status_counts(runs: QuerySet[Run]) -> list[dict[str, Any]]:
 def tenant_status_counts(tenant_id: Any) -> list[dict[str, Any]]:
     """Every run of the tenant counted by status, as `status_counts` gives them, from the
     counts the database keeps (run_counts.py): one indexed read at any size."""
-    counts = run_counts.by_status(tenant_id)
-    return [
-        {"value": value, "label": label, "count": counts.get(value, 0)}
-        for value, label in RunStatus.choices
-    ]
+    return _by_status_rows(run_counts.by_status(tenant_id))
 
 
 # The live feeds of every socket watching a tenant render the same event: its counts are
