@@ -149,16 +149,8 @@ def count_call(principal: Principal, bucket: str, amount: int = 1) -> None:
     rate = rate_for(principal.tenant, bucket)
     if rate is None or amount < 1:
         return
-    if bucket in PER_TENANT:
-        who, subject = "tenant", "t"
-    elif principal.api_key is not None:  # an integration's key, or a person's MCP token
-        who = "token" if principal.personal_token else "API key"
-        subject = f"k:{principal.api_key.pk}"
-    else:
-        who, subject = "person", f"u:{getattr(principal.user, 'pk', '')}"
     now = time.time()
-    window = int(now // rate.window)
-    key = f"ratelimit:{principal.tenant.pk}:{bucket}:{subject}:{rate.window}:{window}"
+    who, key, window = _bucket_key(principal, bucket, rate, now)
     block = rate.limit // BLOCKS_PER_WINDOW if bucket in PER_TENANT else 0
     if block >= 2:
         if _reserved.take(key, amount):
@@ -175,6 +167,31 @@ def count_call(principal: Principal, bucket: str, amount: int = 1) -> None:
         if count is None or count <= rate.limit:
             return
     raise RateLimited(bucket=bucket, rate=rate, who=who, wait=rate.window - now % rate.window)
+
+
+def count_reserved(principal: Principal, bucket: str, amount: int = 1) -> bool:
+    """Count the call from the units this process counted ahead in Redis, without a round
+    trip: True when so counted (or the bucket has no limit); False when only `count_call` can
+    count it (nothing was counted). The LangGraph door's step on the event loop counts so."""
+    rate = rate_for(principal.tenant, bucket)
+    if rate is None or amount < 1:
+        return True
+    if bucket not in PER_TENANT or rate.limit // BLOCKS_PER_WINDOW < 2:
+        return False
+    return _reserved.take(_bucket_key(principal, bucket, rate, time.time())[1], amount)
+
+
+def _bucket_key(principal: Principal, bucket: str, rate: Rate, now: float) -> tuple[str, str, int]:
+    """(who is counted, in words; the Redis key of the bucket's current window; the window)."""
+    if bucket in PER_TENANT:
+        who, subject = "tenant", "t"
+    elif principal.api_key is not None:  # an integration's key, or a person's MCP token
+        who = "token" if principal.personal_token else "API key"
+        subject = f"k:{principal.api_key.pk}"
+    else:
+        who, subject = "person", f"u:{getattr(principal.user, 'pk', '')}"
+    window = int(now // rate.window)
+    return who, f"ratelimit:{principal.tenant.pk}:{bucket}:{subject}:{rate.window}:{window}", window
 
 
 # A per-tenant bucket (a graph's steps, every step a call) is counted in blocks of a hundredth

@@ -130,11 +130,66 @@ def step(
     one transaction. The answer's `saved`, or None when the general path must take it (nothing
     was written). The steps' live events (stored with them) are sent now, or left in `after`
     for the caller to send."""
-    global _missing_warned
+    steps, calls = _calls(tenant_id, key_hash, driver, ops)
+    rows = _call(CALL, calls[0]) if len(calls) == 1 else _call_together(calls)
+    return _saved(tenant_id, steps, rows, after)
+
+
+async def astep(
+    conn: psycopg.AsyncConnection,
+    *,
+    tenant_id: Any,
+    key_hash: str,
+    driver: str,
+    ops: list[dict[str, Any]],
+    after: list[Callable[[], None]],
+) -> list[dict[str, Any]] | None:
+    """`step` on an async connection in autocommit (the door's own, on its event loop: no
+    thread between the request and its statement). Database errors are raised."""
+    steps, calls = _calls(tenant_id, key_hash, driver, ops)
+    prepare = settings.AGENTSTATE_PREPARED_STATEMENTS
+    rows: list[tuple] | tuple | None
+    try:
+        if len(calls) == 1:
+            cursor = conn.cursor()
+            await cursor.execute(CALL, calls[0], prepare=prepare)
+            rows = await cursor.fetchone()
+        else:
+            try:
+                async with conn.transaction():
+                    async with conn.pipeline():
+                        cursors = []
+                        for params in calls:
+                            cursor = conn.cursor()
+                            await cursor.execute(CALL, params, prepare=prepare)
+                            cursors.append(cursor)
+                    rows = [await cursor.fetchone() for cursor in cursors]
+                    if any(row is None or row[0] != "ok" for row in rows):
+                        raise _NotAll
+            except _NotAll:
+                rows = None
+    except psycopg.errors.UndefinedFunction:
+        rows = _MISSING
+    return _saved(tenant_id, steps, rows, after)
+
+
+def _calls(
+    tenant_id: Any, key_hash: str, driver: str, ops: list[dict[str, Any]]
+) -> tuple[list[list[dict[str, Any]]], list[list[Any]]]:
     steps = chunks(ops)
     assert steps is not None
-    calls = [_params(tenant_id, key_hash, driver, chunk) for chunk in steps]
-    rows = _call(CALL, calls[0]) if len(calls) == 1 else _call_together(calls)
+    return steps, [_params(tenant_id, key_hash, driver, chunk) for chunk in steps]
+
+
+def _saved(
+    tenant_id: Any,
+    steps: list[list[dict[str, Any]]],
+    rows: Any,
+    after: list[Callable[[], None]] | None,
+) -> list[dict[str, Any]] | None:
+    """The answer's `saved` from the function's rows (one row, or one per step), the live
+    events sent or left in `after`; None when the general path must take the batch."""
+    global _missing_warned
     if rows is _MISSING:
         if not _missing_warned:
             _missing_warned = True
@@ -144,7 +199,7 @@ def step(
         return None
     if rows is None:
         return None
-    rows = [rows] if len(calls) == 1 else rows
+    rows = [rows] if len(steps) == 1 else rows
     if any(row is None or row[0] != "ok" for row in rows):
         return None
     events: list[Callable[[], None]] = []

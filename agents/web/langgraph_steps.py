@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import json
 import logging
 import math
@@ -26,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import connection, connections
 from django.http import HttpRequest, HttpResponse
@@ -64,11 +66,16 @@ def max_bytes() -> int:
 
 
 def answer(
-    authorization: str, body: bytes, *, after: list[Callable[[], None]] | None = None
+    authorization: str,
+    body: bytes,
+    *,
+    after: list[Callable[[], None]] | None = None,
+    counted: bool = False,
 ) -> tuple[int, dict[str, Any], dict[str, str]]:
     """(status, JSON body, headers) for one request; never raises for bad input. `after`:
     where the one-statement path leaves its live events, to be sent once the answer is
-    (they are stored with the step; without `after`, they are sent at once)."""
+    (they are stored with the step; without `after`, they are sent at once). `counted`: its
+    steps are counted in the rate bucket already (by the event loop's attempt)."""
     try:
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
@@ -78,7 +85,6 @@ def answer(
         ops = parse_ops(body)
         steps = sum(1 for op in ops if op["op"] == "put") or 1
         token = token.strip()
-        counted = False
         known = recent_keys.get(token)
         if known is not None and external_fast.eligible(ops):
             # The common step of a key read a moment ago: one statement, which checks the key
@@ -86,7 +92,8 @@ def answer(
             principal = Principal.for_api_key(known, known.tenant)
             if not principal.can("write"):
                 raise Refused(403, "permission_denied", "This API key lacks the 'write' scope.")
-            throttling.count_call(principal, LANGGRAPH, steps)
+            if not counted:
+                throttling.count_call(principal, LANGGRAPH, steps)
             counted = True
             saved = external_fast.step(
                 tenant_id=known.tenant_id,
@@ -241,14 +248,120 @@ async def application(scope: dict, receive: Any, send: Any) -> None:
             break
     authorization = headers.get(b"authorization", b"").decode("latin-1")
     after: list[Callable[[], None]] = []
-    loop = asyncio.get_running_loop()
     body = b"".join(chunks)
+    saved, counted = await on_loop(authorization, body, after)
+    if saved is not None:
+        await send_json(send, 200, {"saved": saved}, {})
+        _send_events(after)  # queued for the live sender's thread: no wait here
+        return
+    loop = asyncio.get_running_loop()
     status, body_, extra = await loop.run_in_executor(
-        executor(), in_thread, partial(answer, authorization, body, after=after), f"POST {PATH}"
+        executor(),
+        in_thread,
+        partial(answer, authorization, body, after=after, counted=counted),
+        f"POST {PATH}",
     )
     await send_json(send, status, body_, extra)
     if after:  # the step's live events, off the graph's path
         loop.run_in_executor(executor(), _send_events, after)
+
+
+async def on_loop(
+    authorization: str, body: bytes, after: list[Callable[[], None]]
+) -> tuple[list[dict[str, Any]] | None, bool]:
+    """The common step on the event loop itself: a key this process read a moment ago, a
+    batch the step function takes, its steps counted from the units this process reserved in
+    the rate bucket, the statement on one of the loop's own connections. A thread hop costs
+    about as much as the statement's own work, so the graph's every step skips it. Anything
+    else (and any database error) is left to `answer` on the door's threads, which says why:
+    (saved or None, whether the steps were counted)."""
+    scheme, _, token = authorization.partition(" ")
+    known = recent_keys.get(token.strip()) if scheme.lower() == "bearer" else None
+    if known is None or len(body) > max_bytes():
+        return None, False
+    try:
+        ops = parse_ops(body)
+    except AppError:
+        return None, False
+    principal = Principal.for_api_key(known, known.tenant)
+    if not principal.can("write") or not external_fast.eligible(ops):
+        return None, False
+    steps = sum(1 for op in ops if op["op"] == "put") or 1
+    if not throttling.count_reserved(principal, LANGGRAPH, steps):
+        return None, False
+    conn = await loop_connections.take()
+    if conn is None:
+        return None, True
+    try:
+        saved = await external_fast.astep(
+            conn,
+            tenant_id=known.tenant_id,
+            key_hash=known.key_hash,
+            driver=external.driver_of(principal),
+            ops=ops,
+            after=after,
+        )
+    except Exception as exc:  # noqa: BLE001
+        # A connection lost (a restart, a failover) or a statement refused: the threads'
+        # path answers (503 for an outage), and this connection is not used again.
+        log = logger.info if isinstance(exc, psycopg.Error) else logger.exception
+        log("the loop's step statement failed; the general path answers", exc_info=True)
+        await loop_connections.drop(conn)
+        return None, True
+    loop_connections.give(conn)
+    return saved, True
+
+
+class _LoopConnections:
+    """The event loop's own database connections for the door's common step (autocommit,
+    the same settings as Django's), at most LANGGRAPH_STEP_THREADS, each replaced after
+    MAX_AGE seconds. None when all are busy or one cannot be opened: the threads' path takes
+    the request."""
+
+    MAX_AGE = 1800.0
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._free: list[tuple[psycopg.AsyncConnection, float]] = []
+        self._born: dict[int, float] = {}  # id(connection): when it was opened
+
+    async def take(self) -> psycopg.AsyncConnection | None:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a new loop (a test's): the old one's are not usable
+            self._loop, self._free, self._born = loop, [], {}
+        while self._free:
+            conn, born = self._free.pop()
+            if not conn.closed and time.monotonic() - born < self.MAX_AGE:
+                return conn
+            await self.drop(conn)
+        if len(self._born) >= settings.LANGGRAPH_STEP_THREADS:
+            return None
+        params = connection.get_connection_params()
+        params.pop("cursor_factory", None)
+        try:
+            conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
+        except psycopg.Error:
+            logger.warning("the loop's connection could not be opened", exc_info=True)
+            return None
+        self._born[id(conn)] = time.monotonic()
+        return conn
+
+    def give(self, conn: psycopg.AsyncConnection) -> None:
+        self._free.append((conn, self._born.get(id(conn), 0.0)))
+
+    async def drop(self, conn: psycopg.AsyncConnection) -> None:
+        self._born.pop(id(conn), None)
+        with contextlib.suppress(psycopg.Error):
+            await conn.close()
+
+    def close_all(self) -> None:
+        """Close the idle connections without their loop (one that has ended)."""
+        for conn, _ in self._free:
+            conn.pgconn.finish()
+        self._loop, self._free, self._born = None, [], {}
+
+
+loop_connections = _LoopConnections()
 
 
 def _send_events(after: list[Callable[[], None]]) -> None:

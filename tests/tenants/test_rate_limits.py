@@ -318,3 +318,23 @@ def test_a_small_per_tenant_limit_is_counted_call_by_call(settings, writer):
         throttling.count_call(principal, LANGGRAPH)
     with pytest.raises(throttling.RateLimited):
         throttling.count_call(principal, LANGGRAPH)
+
+
+def test_a_call_counted_from_the_units_reserved_ahead_costs_no_round_trip_and_never_overdraws(
+    settings, writer, monkeypatch
+):
+    # The LangGraph door's step on the event loop counts only from what this process reserved
+    # in Redis ahead; when none is left it says so, and the threads' path counts the call.
+    settings.API_RATE_LIMIT_LANGGRAPH = "1000/hour"  # blocks of ten
+    principal = Principal.for_api_key(writer.key, writer.key.tenant)
+    assert not throttling.count_reserved(principal, LANGGRAPH)  # nothing reserved yet
+    throttling.count_call(principal, LANGGRAPH)  # counts itself and a block of ten ahead
+    asked = []
+    monkeypatch.setattr(throttling, "_count", lambda *a, **kw: asked.append(a))
+    assert [throttling.count_reserved(principal, LANGGRAPH) for _ in range(11)] == (
+        [True] * 10 + [False]
+    )
+    assert throttling.count_reserved(principal, LANGGRAPH, 0)  # nothing to count
+    assert asked == []
+    settings.API_RATE_LIMIT_LANGGRAPH = "150/hour"  # counted call by call: never from a block
+    assert not throttling.count_reserved(principal, LANGGRAPH)
