@@ -59,6 +59,27 @@ def cursor_decode(text: str) -> Any:
     return json_input.loads(base64.urlsafe_b64decode(padded.encode()))
 
 
+Position = tuple[dt.datetime, uuid.UUID]
+
+
+def position_encode(created_at: dt.datetime, pk: uuid.UUID) -> str:
+    """The cursor of a newest-first list's last row shown (pages and API lists alike)."""
+    return cursor_encode(created_at, pk)
+
+
+def position_decode(text: str) -> Position:
+    """The (created_at, id) a `position_encode` cursor holds; ValueError if it holds none."""
+    try:
+        created_at, pk = cursor_decode(str(text))
+        moment = dt.datetime.fromisoformat(created_at)
+        position = (moment, uuid.UUID(pk))
+    except (ValueError, TypeError, AttributeError):  # uuid.UUID(5): AttributeError
+        raise ValueError(f"not a position: {text!r}") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"not a position: {text!r} (a timestamp without its zone)")
+    return position
+
+
 # --- helpers --------------------------------------------------------------------------------------
 
 

@@ -3,8 +3,6 @@ query, strict booleans, JSON objects, and the error body."""
 
 from __future__ import annotations
 
-import datetime as dt
-import uuid
 from typing import Any
 
 from django.db import models
@@ -15,7 +13,7 @@ from rest_framework import serializers
 
 from core import paging
 
-Position = tuple[dt.datetime, uuid.UUID]  # (created_at, id) of the row a page ended at
+Position = paging.Position  # (created_at, id) of the row a page ended at
 
 
 class EnumField(serializers.ChoiceField):
@@ -54,14 +52,10 @@ class CursorField(serializers.Field):
 
     def decode(self, data: Any) -> Position:
         """The position the cursor names; ValueError or TypeError if it names none."""
-        created_at, pk = paging.cursor_decode(str(data))
-        moment = dt.datetime.fromisoformat(created_at)
-        if moment.tzinfo is None:
-            raise ValueError("naive timestamp")
-        return moment, uuid.UUID(pk)
+        return paging.position_decode(str(data))
 
     def to_representation(self, value: Position) -> str:
-        return paging.cursor_encode(*value)
+        return paging.position_encode(*value)
 
 
 class PageQuerySerializer(serializers.Serializer):

@@ -74,7 +74,7 @@ def summary_for(principal: Principal, event: dict[str, Any] | None, now: Any) ->
     if event is None:
         card = selectors.stuck_card(principal, now)
         _stuck_by_tenant.put(tenant, card)  # kept for the events that follow
-        return {"counts": selectors.status_counts(principal), **card}
+        return {"counts": runtime_selectors.status_counts(principal), **card}
     card = _stuck_by_tenant.get(
         tenant,
         lambda: selectors.stuck_card(principal, now),

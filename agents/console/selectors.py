@@ -15,13 +15,11 @@ from agents.console import stuck
 from agents.console.diff import Change, state_diff
 from agents.console.forms import AGES
 from agents.runtime import graph_runs
-from agents.runtime import selectors as runtime_selectors
 from agents.runtime.definitions import get_agent
 from agents.runtime.errors import AppError
 from agents.runtime.models import AgentSession, Checkpoint, Run, RunStatus
 from agents.web import pages
-from agents.web.forms import make_cursor
-from core.paging import NEWEST_FIRST, paginate
+from core.paging import NEWEST_FIRST, paginate, position_encode
 from tenants.principal import Principal
 
 PAGE_SIZE = 25  # like the approvals inbox: a page renders in well under 50 ms
@@ -55,7 +53,7 @@ def runs_page(
     runs = runs.select_related("created_by", "session__user")
     page = paginate(runs, order=NEWEST_FIRST, after=before, limit=limit)
     last = page.last
-    cursor = make_cursor(last.created_at, last.pk) if last is not None else None
+    cursor = position_encode(last.created_at, last.pk) if last is not None else None
     found = stuck.reasons_in_python(page.rows, now)
     for run in page.rows:
         run.stuck_reasons = found[run.pk]  # type: ignore[attr-defined]
@@ -98,11 +96,6 @@ def _of_user(principal: Principal, username: str) -> Q:
         return Q(pk__in=[])
     sessions = AgentSession.objects.for_tenant(principal.tenant).filter(user_id=user_id)
     return Q(created_by_id=user_id) | Q(session_id__in=sessions.values("pk"))
-
-
-def status_counts(principal: Principal) -> list[dict[str, Any]]:
-    """Every run of the tenant, counted by status (one indexed read at any size)."""
-    return runtime_selectors.tenant_status_counts(principal.tenant.pk)
 
 
 def stuck_counts(principal: Principal, now: dt.datetime) -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ from agents.console.forms import (
     StateForm,
     VersionForm,
 )
+from agents.runtime import selectors as runtime_selectors
 from agents.runtime import services
 from agents.runtime.errors import RunChanged
 from agents.runtime.models import Run
@@ -99,7 +100,7 @@ def run_summary(request: HttpRequest) -> HttpResponse:
     read every run of the tenant, so the list never waits for them."""
     principal = request.principal  # type: ignore[attr-defined]
     context = {
-        "counts": selectors.status_counts(principal),
+        "counts": runtime_selectors.status_counts(principal),
         **selectors.stuck_card(principal, timezone.now()),
     }
     return render(request, f"{RUNS}#console-summary", context)

@@ -286,7 +286,7 @@ def runs_snapshot(view: RunsView) -> list[str]:
     """The table and the counts as they are now (on subscribe, and after a reconnect)."""
     with _scoped(view.principal):
         table, _ = pages.runs_table(view.principal, view.form())
-        counts = pages.status_counts(view.principal)
+        counts = selectors.status_counts(view.principal)
     view.shown = {str(run.pk) for run in table["runs"]}
     context = {"principal": view.principal}
     return [
@@ -312,7 +312,7 @@ def runs_update(view: RunsView, event: dict[str, Any]) -> list[str]:
             row = render_to_string(f"{RUNS}#run-row", {"run": found, "plain": plain})
             messages.append(f'<tbody hx-swap-oob="afterbegin:#runs-tbody">{row}</tbody>')
         if view.principal.sees_only_own:
-            counts = pages.status_counts(view.principal)  # her own runs
+            counts = selectors.status_counts(view.principal)  # her own runs
         else:  # the tenant's: the same for every socket watching it
             counts = selectors.tenant_status_counts_after(view.principal.tenant.pk, event)
     context = {"counts": counts, "principal": view.principal}

@@ -60,9 +60,17 @@ def runs_for(
     return runs.order_by("-created_at")
 
 
-def status_counts(runs: QuerySet[Run]) -> list[dict[str, Any]]:
-    """How many of `runs` are in each status (every status, zeros included), for the runs
-    page and the console alike."""
+def status_counts(principal: Principal) -> list[dict[str, Any]]:
+    """The runs the principal sees, counted by status (every status, zeros included), for the
+    runs page, the admin console and their live feeds: a member's own (a few, by index), or
+    the tenant's from the counts the database keeps (the same cost at any size)."""
+    if principal.sees_only_own:
+        return runs_counted(runs_for(principal))
+    return tenant_status_counts(principal.tenant.pk)
+
+
+def runs_counted(runs: QuerySet[Run]) -> list[dict[str, Any]]:
+    """How many of `runs` are in each status, counted by a scan of them."""
     return _by_status_rows(dict(runs.order_by().values_list("status").annotate(n=Count("id"))))
 
 

@@ -10,6 +10,7 @@ from django import forms
 
 from agents.runtime.definitions import all_agents
 from agents.runtime.models import RunStatus
+from core import paging
 from core.charts import PERIODS
 from core.filters import Choice, FilterForm, Text, quoted
 from tenants.principal import Principal
@@ -90,24 +91,15 @@ class ChartsFilterForm(FilterForm):
         return self.applied()["period"] or DEFAULT_PERIOD
 
 
-def make_cursor(created_at: dt.datetime, pk: uuid.UUID) -> str:
-    return f"{created_at.isoformat()}|{pk}"
-
-
 NOT_A_POSITION = "%s is not a position in the list: it starts from the newest."
 
 
-def parse_cursor(raw: str) -> tuple[dt.datetime, uuid.UUID]:
-    """`created_at|id` of the last run shown; raise a form error if it is not one."""
-    stamp, _, pk = raw.rpartition("|")
+def parse_cursor(raw: str) -> paging.Position:
+    """The position of the last run shown (core.paging); a form error if it is not one."""
     try:
-        created_at = dt.datetime.fromisoformat(stamp)
-        cursor = (created_at, uuid.UUID(pk))
+        return paging.position_decode(raw)
     except ValueError:
         raise forms.ValidationError(NOT_A_POSITION % quoted(raw)) from None
-    if created_at.tzinfo is None:
-        raise forms.ValidationError(NOT_A_POSITION % quoted(raw))
-    return cursor
 
 
 class DecisionForm(forms.Form):

@@ -32,10 +32,10 @@ from agents.runtime.models import (
     ToolCall,
 )
 from agents.web import waterfall
-from agents.web.forms import RunFilterForm, make_cursor
+from agents.web.forms import RunFilterForm
 from approvals.models import ApprovalRequest
 from core.confirm import Confirmation, Trigger
-from core.paging import NEWEST_FIRST, paginate
+from core.paging import NEWEST_FIRST, paginate, position_encode
 from tenants.models import AuditEvent
 from tenants.principal import Principal
 
@@ -316,7 +316,7 @@ def runs_table(principal: Principal, filters: RunFilterForm) -> tuple[dict[str, 
     keep = {k: data[k] for k in ("status", "agent") if data[k]}
     older = None
     if page.last is not None:
-        cursor = make_cursor(page.last.created_at, page.last.pk)
+        cursor = position_encode(page.last.created_at, page.last.pk)
         older = "?" + urlencode({**keep, "before": cursor})
     live = {**keep, "before": filters.data.get("before", "")} if data["before"] else keep
     dress_runs(page.rows, plain=principal.sees_only_own)
@@ -379,14 +379,6 @@ def run_matches(run: Run, filters: RunFilterForm) -> bool:
     return (not data["status"] or run.status == data["status"]) and (
         not data["agent"] or run.agent == data["agent"]
     )
-
-
-def status_counts(principal: Principal) -> list[dict[str, Any]]:
-    """The runs the principal sees, counted by status: a member's own (a few, by index), or
-    the tenant's from the counts the database keeps (the same cost at any size)."""
-    if principal.sees_only_own:
-        return selectors.status_counts(selectors.runs_for(principal))
-    return selectors.tenant_status_counts(principal.tenant.pk)
 
 
 # --- conversations and forks (agents/conversations/) ----------------------------------------------

@@ -95,7 +95,7 @@ def _runs_page(
     principal = request.principal
     if start_form is None and principal.can(Scope.WRITE):
         start_form = StartRunForm(principal=principal)
-    context = {**table, "counts": pages.status_counts(principal), "start_form": start_form}
+    context = {**table, "counts": selectors.status_counts(principal), "start_form": start_form}
     return render(request, RUNS, context, status=status)
 
 
