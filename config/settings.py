@@ -224,7 +224,7 @@ AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 LOGIN_LOCKOUT_MINUTES = env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=0)
 AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES) if LOGIN_LOCKOUT_MINUTES else None
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-AXES_LOCKOUT_CALLABLE = "tenants.lockout.lockout_response"
+AXES_LOCKOUT_CALLABLE = "tenants.auth.lockout.lockout_response"
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_RESET_ON_SUCCESS = True
 # Successful logins are not kept in a table of their own (nothing would ever prune it).
@@ -402,7 +402,7 @@ OIDC_ENABLED = bool(OIDC_RP_CLIENT_ID)
 OIDC_OP_ISSUER = env_str("OIDC_OP_ISSUER", "") or "/".join(
     (OIDC_OP_AUTHORIZATION_ENDPOINT or "").split("/")[:3]
 )
-# Which tenants an SSO sign-in joins, with which role (tenants/sso.py, docs/members.md).
+# Which tenants an SSO sign-in joins, with which role (tenants/auth/sso.py, docs/members.md).
 OIDC_TENANT_CLAIM = env_str("OIDC_TENANT_CLAIM", "")
 OIDC_ROLE_CLAIM = env_str("OIDC_ROLE_CLAIM", "")
 OIDC_DEFAULT_ROLE = env_str("OIDC_DEFAULT_ROLE", "")
@@ -433,7 +433,7 @@ if OIDC_ENABLED:
             f"OIDC_RP_CLIENT_ID is set, so single sign-on is on: set {', '.join(_missing)}"
         )
     INSTALLED_APPS.append("mozilla_django_oidc")
-    AUTHENTICATION_BACKENDS.append("tenants.oidc.TenantOIDCBackend")
+    AUTHENTICATION_BACKENDS.append("tenants.auth.oidc.TenantOIDCBackend")
 # Where a failed or cancelled SSO sign-in lands (the login page says so).
 LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
 

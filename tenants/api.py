@@ -8,7 +8,8 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tenants import invitations, selectors, services
+from tenants import selectors, services
+from tenants.auth import invitations
 from tenants.models import ApiKey, AuditEvent, Invitation, Membership, Role, Scope
 
 

@@ -6,7 +6,7 @@ import smtplib
 
 from celery import Task, shared_task
 
-from tenants import passwords
+from tenants.auth import passwords
 from tenants.scope import tenant_scope
 
 

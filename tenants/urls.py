@@ -1,7 +1,8 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
-from tenants import views, views_auth, views_members
+from tenants import views, views_members
+from tenants.auth import views as views_auth
 from tenants.forms import LoginForm
 
 app_name = "tenants"

@@ -38,7 +38,8 @@ from approvals import policies
 from config.celery import app as celery_app
 from memory import links
 from memory import services as memory_services
-from tenants import invitations, services
+from tenants import services
+from tenants.auth import invitations
 from tenants.models import Membership, Role
 from tenants.scope import tenant_scope
 from tests import factories, processes

@@ -15,7 +15,7 @@ from django.core import signing
 from django.test import Client
 from django.utils import timezone
 
-from tenants import invitations
+from tenants.auth import invitations
 from tenants.models import AuditEvent, Invitation, Membership, Role
 from tenants.scope import system_scope, tenant_scope
 from tests import factories

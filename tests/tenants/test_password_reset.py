@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from tenants import passwords
+from tenants.auth import passwords
 from tenants.tasks import send_password_reset
 from tests import factories
 

@@ -16,7 +16,7 @@ from django.urls import NoReverseMatch, Resolver404, resolve, reverse
 from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
-from tenants import sso
+from tenants.auth import sso
 from tenants.models import AuditEvent, Invitation, Membership, Role, SsoIdentity
 from tenants.scope import tenant_scope
 from tests import factories, processes
@@ -216,7 +216,7 @@ def userinfo(monkeypatch):
 
 
 def test_the_backend_creates_then_finds_the_same_account_by_subject(oidc, tenant_a, userinfo):
-    from tenants.oidc import TenantOIDCBackend
+    from tenants.auth.oidc import TenantOIDCBackend
 
     backend = TenantOIDCBackend()
     userinfo.update(
@@ -230,7 +230,7 @@ def test_the_backend_creates_then_finds_the_same_account_by_subject(oidc, tenant
 
 
 def test_the_backend_refuses_userinfo_about_another_subject(oidc, db, userinfo):
-    from tenants.oidc import TenantOIDCBackend
+    from tenants.auth.oidc import TenantOIDCBackend
 
     userinfo.update(claims(sub="mallory"))
     with pytest.raises(SuspiciousOperation, match="subject"):
@@ -239,14 +239,14 @@ def test_the_backend_refuses_userinfo_about_another_subject(oidc, db, userinfo):
 
 
 def test_the_backend_refuses_claims_without_a_subject(oidc, db):
-    from tenants.oidc import TenantOIDCBackend
+    from tenants.auth.oidc import TenantOIDCBackend
 
     assert not TenantOIDCBackend().verify_claims({"email": "dana@example.com"})
     assert TenantOIDCBackend().verify_claims({"sub": "x"})
 
 
 def test_a_password_login_never_reaches_the_oidc_backend(oidc, db):
-    from tenants.oidc import TenantOIDCBackend
+    from tenants.auth.oidc import TenantOIDCBackend
 
     # Without the code and state of the provider's redirect it answers no one.
     assert TenantOIDCBackend().authenticate(None, username="x", password="y") is None
@@ -257,7 +257,7 @@ def test_a_password_login_never_reaches_the_oidc_backend(oidc, db):
 
 def test_without_oidc_settings_no_oidc_url_is_routed_and_no_backend_is_listed(db, settings):
     assert settings.OIDC_ENABLED is False
-    assert "tenants.oidc.TenantOIDCBackend" not in settings.AUTHENTICATION_BACKENDS
+    assert "tenants.auth.oidc.TenantOIDCBackend" not in settings.AUTHENTICATION_BACKENDS
     for path in ("/oidc/authenticate/", "/oidc/callback/", "/oidc/logout/"):
         with pytest.raises(Resolver404):
             resolve(path)
@@ -305,7 +305,7 @@ def test_with_oidc_settings_the_backend_and_urls_are_wired(db):
     done = _settings_process(CONFIGURED)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()[-4:]
-    assert lines[0] == "tenants.oidc.TenantOIDCBackend"
+    assert lines[0] == "tenants.auth.oidc.TenantOIDCBackend"
     assert lines[1] == "/oidc/authenticate/ /oidc/callback/"
     assert lines[2] == "{'agents-admins': 'admin', 'agents-viewers': 'viewer'} " + ISSUER
     assert lines[3] == "True"  # the login page offers it

@@ -25,7 +25,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from tenants.audit import audit_record
-from tenants.invitations import Accepted, invitations_accept_for_email, normalize_email
+from tenants.auth.invitations import Accepted, invitations_accept_for_email, normalize_email
 from tenants.models import Membership, Role, SsoIdentity, Tenant
 from tenants.scope import system_scope, tenant_scope
 

@@ -13,13 +13,13 @@ from django.urls import reverse_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
-from tenants import invitations
+from tenants.auth import invitations
+from tenants.auth.passwords import reset_wait_seconds
 from tenants.client_ip import client_ip
 from tenants.errors import AppError, UsernameTaken
 from tenants.forms import AcceptInvitationForm
 from tenants.middleware import SESSION_TENANT_KEY
 from tenants.models import Invitation
-from tenants.passwords import reset_wait_seconds
 from tenants.tasks import send_password_reset
 
 ACCEPT = "registration/invitation_accept.html"

@@ -1,7 +1,7 @@
 """The OpenID Connect backend (mozilla-django-oidc), listed only when OIDC_RP_CLIENT_ID is set.
 
 mozilla-django-oidc runs the code flow (state, nonce, PKCE, the id token's signature); this
-subclass decides who the person is and what they may enter (tenants/sso.py).
+subclass decides who the person is and what they may enter (tenants/auth/sso.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 from django.core.exceptions import SuspiciousOperation
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
-from tenants import sso
+from tenants.auth import sso
 
 
 class TenantOIDCBackend(OIDCAuthenticationBackend):
