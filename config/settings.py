@@ -116,6 +116,7 @@ INSTALLED_APPS = [
     "agents.conversations",
     "agents.console",
     "agents.live",
+    "agents.demo",
 ]
 
 MIDDLEWARE = [

@@ -59,11 +59,6 @@ class ToolCallAdmin(ReadOnlyAdmin):
     raw_id_fields = ("run",)
 
 
-@admin.register(models.DemoRefund)
-class DemoRefundAdmin(ReadOnlyAdmin):
-    list_display = ("idempotency_key", "customer", "amount_cents", "requests", "created_at")
-
-
 # Tables added later are listed too (read-only) until they get an admin of their own. The
 # event log is a view over RunEvent and Checkpoint, both listed already.
 for _model in apps.get_app_config("agents").get_models():

@@ -418,20 +418,6 @@ class ToolCall(TenantOwned):
         return f"{self.tool} [{self.idempotency_key}] {self.status}"
 
 
-class DemoRefund(models.Model):
-    """The demo payments provider's own ledger (an external system, so not tenant-owned)."""
-
-    id = models.BigAutoField(primary_key=True)
-    idempotency_key = models.CharField(max_length=255, unique=True)
-    customer = models.CharField(max_length=100)
-    amount_cents = models.PositiveIntegerField()
-    requests = models.PositiveIntegerField(default=1)  # how many times it was asked
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    def __str__(self) -> str:
-        return f"refund {self.amount_cents / 100:.2f} to {self.customer}"
-
-
 class PackedContext(TenantOwned):
     """What one model call of one step was given and what was left out, and why: written in
     the transaction that persists the step (ctx.pack), so exactly once with it."""

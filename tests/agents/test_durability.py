@@ -14,8 +14,9 @@ import time
 import pytest
 from django.db import connection
 
+from agents.demo.models import DemoRefund
 from agents.runtime import selectors
-from agents.runtime.models import AgentSession, Checkpoint, DemoRefund, Message, Run, StepAttempt
+from agents.runtime.models import AgentSession, Checkpoint, Message, Run, StepAttempt
 from agents.runtime.queue import enqueue_run
 from agents.runtime.services import run_start
 from config import embedded

@@ -33,7 +33,8 @@ from django.test import Client
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
-from agents.runtime.models import DemoRefund, Run
+from agents.demo.models import DemoRefund
+from agents.runtime.models import Run
 from config import embedded
 from config.celery import app as celery_app
 from tests import factories, processes

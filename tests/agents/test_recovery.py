@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from agents.runtime.models import DemoRefund, Run, RunEvent, StepAttempt
+from agents.demo.models import DemoRefund
+from agents.runtime.models import Run, RunEvent, StepAttempt
 from tenants.scope import tenant_scope
 from tests.agents.test_durability import assert_exactly_once, load, start_refund, wait_for_status
 from tests.processes import wait_until

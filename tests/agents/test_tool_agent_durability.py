@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.runtime.models import DemoRefund, ToolCall
+from agents.demo.models import DemoRefund
+from agents.runtime.models import ToolCall
 from agents.runtime.services import run_start
 from tenants.scope import tenant_scope
 from tests.agents import tool_agents_for_tests  # noqa: F401  (registers tool_refund_desk here too)

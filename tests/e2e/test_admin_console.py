@@ -8,7 +8,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from agents.runtime.models import AgentSession, DemoRefund, Run
+from agents.demo.models import DemoRefund
+from agents.runtime.models import AgentSession, Run
 from agents.runtime.services import run_start
 from config.celery import app as celery_app
 from tenants.models import Role

@@ -17,8 +17,9 @@ import time
 import pytest
 from playwright.sync_api import expect
 
+from agents.demo.models import DemoRefund
 from agents.live import consumers
-from agents.runtime.models import AgentSession, DemoRefund, Run, StepAttempt
+from agents.runtime.models import AgentSession, Run, StepAttempt
 from agents.runtime.services import run_start
 from config.celery import app as celery_app
 from tenants.models import Role
