@@ -129,7 +129,7 @@ class Recall:
 
 class InProcess:
     def __init__(self, tenant) -> None:
-        from memory import services
+        from memory.facts import services
         from tenants.scope import tenant_scope
 
         self.tenant = tenant
@@ -153,7 +153,7 @@ class InProcess:
         return person
 
     def store(self, subject, turns: list[Turn]) -> dict[str, str]:
-        from memory import services
+        from memory.facts import services
         from tenants.scope import tenant_scope
 
         ids = {}
@@ -216,8 +216,8 @@ class OverHttp(InProcess):
 
 def wait_embedded(tenant, timeout: float = 600) -> float:
     """Embed what is left (the backfill, as beat would) and wait until every fact has one."""
-    from memory import indexing
     from memory.models import MemoryFact
+    from memory.search import indexing
     from tenants.scope import tenant_scope
 
     t0 = time.monotonic()
@@ -266,7 +266,7 @@ def bm25_rankings(conv: Conversation, limit: int) -> list[list[str]]:
 
 
 def dense_rankings(conv: Conversation, limit: int) -> list[list[str]]:
-    from memory.embeddings import get_provider
+    from memory.search.embeddings import get_provider
 
     provider = get_provider()
     assert provider is not None, "the dense baseline needs the local embedding model"

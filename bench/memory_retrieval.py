@@ -9,23 +9,23 @@ floor, insert cost, ranking quality, embedding throughput, and a TTL purge under
    384-dim vector stamped with the local model's name and a synthetic sentence (so full-text
    search has words to match). Binary COPY through a superuser connection; tenants and users
    are raw rows too, so the whole bench data set is deleted at the end (unless --keep).
-2. **Per-user retrieval** (the path every step takes): `memory.retrieval.search` for a random
+2. **Per-user retrieval** (the path every step takes): `memory.search.retrieval.search` for a random
    user with a random query vector and query words, inside that tenant's context (RLS on),
    against the very same statement and parameters executed on the raw psycopg cursor of the
    same connection. Alternating order per sample; embedding time excluded from both.
    Target: our p50 <= 1.3x the raw p50.
 3. **Tenant-wide search** (subject_id=None: all facts of one tenant), the same comparison.
-4. **Insert cost**: `memory.services.fact_remember` (validation, secret check, dedupe lookup,
+4. **Insert cost**: `memory.facts.services.fact_remember` (validation, secret check, dedupe lookup,
    insert) per fact, against a raw single-row INSERT of the same row.
 5. **Ranking quality** on a small labelled set written for this bench (a customer's 30 facts,
    20 questions, each with the fact that answers it): recall@5 for hybrid, vector-only and
    text-only, with the real all-MiniLM-L6-v2 embeddings. And the model's throughput.
 6. **TTL purge under load**: `--expired` more facts already past their expiry (on their own
-   users), purged by `memory.retention.purge_expired_facts` in a thread while this thread
+   users), purged by `memory.facts.retention.purge_expired_facts` in a thread while this thread
    keeps retrieving; reports the sweep time, the worst retrieval latency during it, and the
    VACUUM (ANALYZE) of the table afterwards.
 7. **Embedding lag** (`--sections lag`): `--lag-writers` threads write `--lag-facts` facts
-   through `memory.services.fact_remember` at `--lag-rate` facts/s in all, for
+   through `memory.facts.services.fact_remember` at `--lag-rate` facts/s in all, for
    `--lag-subjects` people of one fresh tenant, while `--lag-workers` real Celery worker
    processes (solo pool, the local model loaded beforehand) run the embedding tasks the
    writes enqueue. Lag = from a fact's commit (an on-commit hook registered before the
@@ -38,12 +38,12 @@ floor, insert cost, ranking quality, embedding throughput, and a TTL purge under
    its minute) and the server asked 20 other questions; then every LoCoMo question once through
    `GET …/search?q=&limit=10` (embedding included: the web process embeds each new question),
    the same questions again (answered from the process's query-vector cache), and the SQL
-   alone (`memory.retrieval.search` in this process with the vector computed beforehand).
+   alone (`memory.search.retrieval.search` in this process with the vector computed beforehand).
    The server runs as in production (DEBUG off; BENCH_DEBUG=1 runs it with DEBUG on, as
    the figures before session 8 were taken). Target: the API's p95 <= 30 ms for new questions.
 8. **Near-duplicate false merges** (`--sections dedupe`): every turn of the LoCoMo dev split
    (`--dev-data`) is a distinct fact, so any merge among one conversation's turns is a false
-   one. Counts them for the write-time word similarity (`memory.duplicates`) and for the
+   one. Counts them for the write-time word similarity (`memory.facts.duplicates`) and for the
    former cosine >= threshold of the embeddings, at several thresholds, on the text as
    bench/memory_quality.py stores it ("[8 May 2023] Caroline: ...") and on the bare turn.
 
@@ -305,7 +305,7 @@ def compare(data: dict, queries: int, *, tenant_wide: bool, model: str) -> dict:
     """Our retrieval function against the same statement on the raw cursor, alternating."""
     from django.db import connection
 
-    from memory import retrieval
+    from memory.search import retrieval
     from tenants.scope import tenant_scope
 
     rng = random.Random(11)
@@ -360,7 +360,7 @@ def compare(data: dict, queries: int, *, tenant_wide: bool, model: str) -> dict:
 def plan(data: dict, model: str) -> str:
     from django.db import connection
 
-    from memory import retrieval
+    from memory.search import retrieval
     from tenants.scope import tenant_scope
 
     tenant_id, user_id = data["live_users"][0]
@@ -381,7 +381,7 @@ def plan(data: dict, model: str) -> str:
 def inserts(data: dict, count: int) -> dict:
     from django.db import connection
 
-    from memory import services
+    from memory.facts import services
     from tenants.scope import tenant_scope
 
     rng = random.Random(5)
@@ -416,7 +416,8 @@ def inserts(data: dict, count: int) -> dict:
 def purge_under_load(data: dict, model: str) -> dict:
     from django.db import connection
 
-    from memory import retention, retrieval
+    from memory.facts import retention
+    from memory.search import retrieval
     from tenants.scope import tenant_scope
 
     result: dict = {}
@@ -462,8 +463,8 @@ def quality() -> dict:
     """recall@5 of hybrid, vector-only and text-only ranking on the labelled set below."""
     from django.db import connection
 
-    from memory import retrieval
-    from memory.embeddings import get_provider
+    from memory.search import retrieval
+    from memory.search.embeddings import get_provider
 
     provider = get_provider()
     assert provider is not None, "the quality check needs the local embedding model"
@@ -640,7 +641,7 @@ def _warm(tenant_id, subject_id, own_queue: str, side) -> None:
 def _burst(args, tenant_id, subjects: list[int], side) -> dict:
     from django.db import connection, transaction
 
-    from memory import services
+    from memory.facts import services
     from tenants.scope import tenant_scope
 
     committed: dict[str, float] = {}
@@ -720,9 +721,9 @@ _SPEAKER = re.compile(r"^\[[^\]]*\] [^:]+: ")
 def near_duplicates(dev_dir: Path) -> dict:
     """False merges among distinct turns: word similarity (ours) and the former cosine."""
     from bench.memory_quality import load as load_dev
-    from memory import duplicates
-    from memory.embeddings import get_provider
-    from memory.services import normalize
+    from memory.facts import duplicates
+    from memory.facts.services import normalize
+    from memory.search.embeddings import get_provider
 
     provider = get_provider()
     assert provider is not None, "the cosine comparison needs the local embedding model"
@@ -873,7 +874,7 @@ def _purge(queue: str, own_queues: int) -> None:
 
 def retrieval(args, server: dict, result: dict) -> bool:
     """Sections 1-6; prints their tables, adds their figures to `result`."""
-    from memory.embeddings import LOCAL_MODEL_NAME
+    from memory.search.embeddings import LOCAL_MODEL_NAME
 
     model = f"local:{LOCAL_MODEL_NAME}"
     data = load(args, model)
@@ -960,7 +961,7 @@ def search_api(args) -> dict:
     from bench import _common as common
     from bench.memory_quality import CATEGORY, InProcess, cleanup, load
     from config.settings import DATABASES
-    from memory import indexing, query_vectors, retrieval
+    from memory.search import indexing, query_vectors, retrieval
     from tenants.scope import tenant_scope
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request otherwise

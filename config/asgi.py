@@ -18,7 +18,8 @@ from django.conf import settings  # noqa: E402
 
 from agents.web import langgraph_reads, langgraph_steps  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
-from memory import mcp, query_vectors  # noqa: E402
+from memory import mcp  # noqa: E402
+from memory.search import query_vectors  # noqa: E402
 
 query_vectors.prepare_web_process()
 

@@ -571,10 +571,10 @@ MEMORY_EMBEDDING_MODEL = env_str("MEMORY_EMBEDDING_MODEL", "text-embedding-3-sma
 MEMORY_EMBEDDING_TIMEOUT_SECONDS = env_float("MEMORY_EMBEDDING_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 MEMORY_EMBED_BATCH = env_int("MEMORY_EMBED_BATCH", 64, minimum=1)
 # A web process loads the local model as it starts (so the first search does not wait for it)
-# and embeds queries on one CPU thread (memory/query_vectors.py).
+# and embeds queries on one CPU thread (memory/search/query_vectors.py).
 MEMORY_WARM_QUERY_MODEL = env_bool("MEMORY_WARM_QUERY_MODEL", True)
 # ...and, with onnxruntime installed (the `embeddings` extra), embeds them on onnxruntime from a
-# graph exported once into VAR_DIR/models and checked against torch (memory/onnx_encoder.py).
+# graph exported once into VAR_DIR/models and checked against torch (memory/search/onnx_encoder.py).
 MEMORY_ONNX_QUERIES = env_bool("MEMORY_ONNX_QUERIES", True)
 # ...on this many threads, which sleep while they wait (a dozen tokens: 5.3 ms on one thread,
 # 4.0 on two of this 2-core machine, the same as one when other processes keep it busy).

@@ -17,9 +17,12 @@ from rest_framework.response import Response
 
 from core.api import ApiView, error_responses, validated
 from core.idempotency import idempotent
-from memory import batch, links, query_vectors, selectors, services
+from memory import selectors
 from memory import serializers as s
+from memory.facts import batch, services
 from memory.models import SourceKind
+from memory.privacy import links
+from memory.search import query_vectors
 from tenants.audit import audit_read, audit_record
 from tenants.errors import AppError, NotFound
 from tenants.models import Scope

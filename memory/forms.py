@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from memory.services import MAX_TEXT
+from memory.facts.services import MAX_TEXT
 
 
 class FactEditForm(forms.Form):
@@ -62,7 +62,7 @@ class MemoryFilterForm(forms.Form):
 
 
 class AssistantTokenForm(forms.Form):
-    """A person's own MCP token, on the privacy page (memory/assistant.py)."""
+    """A person's own MCP token, on the privacy page (memory/privacy/assistant.py)."""
 
     name = forms.CharField(
         label="Name",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from agents.runtime import extensions
 from memory import selectors
-from memory.steps import StepMemory
+from memory.facts.steps import StepMemory
 
 
 def register() -> None:

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import models
 from pgvector.django import VectorField
 
-from memory import values
+from memory.facts import values
 from tenants.models import Tenant, TenantOwned
 
 
@@ -42,7 +42,7 @@ class MemoryFact(TenantOwned):
     lineage = models.UUIDField(default=uuid.uuid4)
     category = models.CharField(max_length=40)
     key = models.CharField(max_length=100, blank=True)  # a stable slot, e.g. contact.channel
-    text = models.TextField()  # for a `value`, the text derived from it (memory/values.py)
+    text = models.TextField()  # for a `value`, the text derived from it (memory/facts/values.py)
     # A JSON object kept exactly as an integration gave it (the LangGraph store's items);
     # None for a fact that is its text.
     value = models.JSONField(null=True, blank=True)
@@ -104,7 +104,7 @@ class MemoryFact(TenantOwned):
 
     @property
     def value_rows(self) -> list[values.Row]:
-        """A JSON value as the privacy page shows it (memory/values.py); [] for a text."""
+        """A JSON value as the privacy page shows it (memory/facts/values.py); [] for a text."""
         return values.rows(self.value, self.text) if isinstance(self.value, dict) else []
 
 

@@ -13,8 +13,9 @@ from django.http import Http404
 from django.utils import timezone
 
 from agents.runtime.models import AgentSession, Message
-from memory import policies, query_vectors, retrieval
+from memory import policies
 from memory.models import MemoryFact
+from memory.search import query_vectors, retrieval
 from tenants.models import Membership, Role
 from tenants.principal import Principal
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from memory import indexing, retention
+from memory.facts import retention
+from memory.search import indexing
 from tenants.tasks import TenantTask
 
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from memory import views, views_assistant
+from memory.privacy import views, views_assistant
 
 app_name = "memory"
 

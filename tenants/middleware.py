@@ -17,8 +17,8 @@ from tenants.principal import member_principal
 from tenants.selectors import own_memberships
 
 SESSION_TENANT_KEY = "tenant_id"
-# A session opened by a one-time privacy link (memory.views.privacy_link) holds its tenant id
-# here. It reaches only these views (URL names); anywhere else it is logged out, the API
+# A session opened by a one-time privacy link (memory.privacy.views.privacy_link) holds its
+# tenant id here. It reaches only these views (URL names); anywhere else it is logged out, the API
 # included, and so is its live socket (agents/live/access.py). A password login ends it.
 SESSION_PRIVACY_ONLY_KEY = "privacy_only_tenant_id"
 PRIVACY_ONLY_VIEWS = frozenset(

@@ -161,7 +161,8 @@ refund_desk = register(
         approval_when=_needs_a_manager,
         input_context=["customer"],
         # What the customer says about themselves ("contact me by email") is remembered with the
-        # first step: by the model's memory tools, or offline by patterns (memory/extraction.py).
+        # first step: by the model's memory tools, or offline by patterns
+        # (memory/facts/extraction.py).
         extract_memory=True,
         # Recalled for every model call, so the confirmation goes where the customer asked even
         # when this request does not mention it.

@@ -1,7 +1,7 @@
 """The record of what each model call received (agents.PackedContext rows), dressed for one
 viewer: who answered the call, a bar of its tokens by section (sent and left out), and the
 remembered facts its memory items quoted, named by key and category, with their text and a
-link to them only for people who may see that person's memories (memory.mentions).
+link to them only for people who may see that person's memories (memory.facts.mentions).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from agents.conversations.packing import packer
 from agents.runtime import selectors
 from agents.runtime.models import AgentSession, PackedContext, Run
 from core import charts
-from memory.mentions import CORRECTED, GONE, fact_mentions
+from memory.facts.mentions import CORRECTED, GONE, fact_mentions
 from tenants.principal import Principal
 
 SECTIONS = [charts.Series(s, packer.LABELS[s]) for s in packer.SECTIONS]

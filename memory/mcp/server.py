@@ -36,8 +36,9 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import AnyHttpUrl, Field, ValidationError
 
-from memory import selectors, services
+from memory import selectors
 from memory.api import READ_BY_KEY
+from memory.facts import services
 from memory.mcp.answers import (
     Added,
     Deleted,

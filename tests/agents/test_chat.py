@@ -16,8 +16,8 @@ from agents.runtime.engine.runner import drive
 from agents.runtime.models import AgentSession, Message, Run
 from agents.runtime.services import messages_append
 from agents.web import chat_pages
+from memory.facts.services import fact_remember
 from memory.models import Category
-from memory.services import fact_remember
 from tenants.scope import tenant_scope
 from tests import factories
 

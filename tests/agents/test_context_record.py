@@ -18,7 +18,7 @@ from agents.runtime.definitions import Agent, finish, register
 from agents.runtime.llm import ChatResult
 from agents.runtime.models import PackedContext
 from agents.runtime.services import conversation_start
-from memory import services as memory_services
+from memory.facts import services as memory_services
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.memory.conftest import remember

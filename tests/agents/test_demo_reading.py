@@ -1,6 +1,6 @@
 """The offline refund desk reads requests as people write them: 30+ differently written
 messages, each gets the right tool call, or a reply naming exactly what was missing; and the
-contact facts people state are remembered (memory/extraction.py, tests/memory)."""
+contact facts people state are remembered (memory/facts/extraction.py, tests/memory)."""
 
 from __future__ import annotations
 

@@ -283,7 +283,7 @@ def test_input_context_gives_the_model_the_listed_run_input_as_data_after_the_in
 
 
 def test_extract_memory_reads_the_request_once_on_the_first_turn(start, finish_run, monkeypatch):
-    from memory.steps import StepMemory
+    from memory.facts.steps import StepMemory
 
     read: list[str] = []
     monkeypatch.setattr(StepMemory, "extract", lambda self, message=None: read.append(message))
@@ -307,7 +307,7 @@ def test_extract_memory_reads_the_request_once_on_the_first_turn(start, finish_r
 def test_memory_query_adds_its_words_to_what_memories_are_recalled_for(
     start, finish_run, monkeypatch
 ):
-    from memory.steps import StepMemory
+    from memory.facts.steps import StepMemory
 
     queries: list[str] = []
     real = StepMemory.recall

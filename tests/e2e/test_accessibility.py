@@ -36,8 +36,8 @@ from agents.runtime.models import Run
 from agents.runtime.services import conversation_start
 from approvals import policies
 from config.celery import app as celery_app
-from memory import links
-from memory import services as memory_services
+from memory.facts import services as memory_services
+from memory.privacy import links
 from tenants import services
 from tenants.auth import invitations
 from tenants.models import Membership, Role

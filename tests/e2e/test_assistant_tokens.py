@@ -10,7 +10,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from memory import services
+from memory.facts import services
 from tenants.models import Role
 from tenants.scope import tenant_scope
 from tests import factories

@@ -9,7 +9,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from memory import links, services
+from memory.facts import services
+from memory.privacy import links
 from tenants.models import Role
 from tenants.scope import tenant_scope
 from tests import factories, processes

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from memory import indexing, services
+from memory.facts import services
 from memory.models import MemoryFact
+from memory.search import indexing
 from tenants.scope import tenant_scope
 
 HX = {"HTTP_HX_REQUEST": "true"}

@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import resolve
 
 from core.models import IdempotencyRecord
-from memory import batch, services
+from memory.facts import batch, services
 from memory.models import MemoryFact
 from tenants import throttling
 from tenants.errors import AppError

@@ -9,7 +9,7 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from memory import services
+from memory.facts import services
 from tenants.scope import tenant_scope
 from tests.memory.conftest import facts_of
 

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 from django.db import connection
 
-from memory import indexing, services
+from memory.facts import services
 from memory.models import MemoryFact
+from memory.search import indexing
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.memory.conftest import remember

@@ -15,7 +15,7 @@ from agents.runtime import tools
 from agents.runtime.engine.runner import drive
 from agents.runtime.models import Run
 from agents.runtime.services import conversation_start
-from memory import services
+from memory.facts import services
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.memory.conftest import facts_of, remember

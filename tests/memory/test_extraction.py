@@ -11,8 +11,8 @@ import pytest
 from agents.runtime.definitions import Agent, finish, register
 from agents.runtime.engine.runner import drive
 from agents.runtime.services import conversation_start
-from memory import extraction
-from memory.extraction import Operation
+from memory.facts import extraction
+from memory.facts.extraction import Operation
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.fakes.openai_server import FakeOpenAIServer, ok

@@ -10,7 +10,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from memory import policies, retention, services
+from memory import policies
+from memory.facts import retention, services
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.memory.conftest import facts_of, remember

@@ -8,7 +8,7 @@ import json
 import pytest
 from django.test import Client
 
-from memory import values
+from memory.facts import values
 from tests import factories
 from tests.memory.conftest import facts_of, remember
 

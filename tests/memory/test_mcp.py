@@ -13,7 +13,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from memory import services as memory_services
+from memory.facts import services as memory_services
 from tenants import services as tenant_services
 from tenants.models import ApiKey, AuditEvent, Role
 from tenants.scope import tenant_scope

@@ -13,7 +13,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from memory import services as memory_services
+from memory.facts import services as memory_services
 from tenants import personal_tokens
 from tenants import services as tenant_services
 from tenants.models import ApiKey, AuditEvent, Membership, Role

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from django.test import Client
 
-from memory import duplicates
-from memory.services import normalize
+from memory.facts import duplicates
+from memory.facts.services import normalize
 from tests import factories
 from tests.memory.conftest import embed_all, facts_of, remember
 

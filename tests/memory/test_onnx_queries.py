@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from memory import embeddings, onnx_encoder, query_vectors
+from memory.search import embeddings, onnx_encoder, query_vectors
 
 pytestmark = pytest.mark.skipif(not onnx_encoder.available(), reason="onnxruntime not installed")
 

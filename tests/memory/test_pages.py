@@ -32,7 +32,7 @@ def ada_fact(members):
 
 
 def grant_support(members, on: bool = True) -> None:
-    from memory.services import support_access_set
+    from memory.facts.services import support_access_set
 
     admin = factories.principal_for(members["admin"])
     with tenant_scope(admin.tenant.pk):

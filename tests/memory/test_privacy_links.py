@@ -15,8 +15,8 @@ import pytest
 from django.test import Client
 
 from agents.live.access import principal_for
-from memory import links
 from memory.models import PrivacyLinkUse
+from memory.privacy import links
 from tenants.models import AuditEvent, Membership, Role
 from tenants.scope import tenant_scope
 from tests import factories

@@ -280,7 +280,7 @@ def test_a_source_the_viewer_may_not_open_is_not_linked(client_for, members, lea
 
 
 def test_a_privacy_links_session_gets_no_links_it_could_not_follow(learned):
-    from memory import links
+    from memory.privacy import links
 
     fact, session, _ = learned
     with tenant_scope(fact.tenant_id):

@@ -7,8 +7,8 @@ import datetime as dt
 
 import pytest
 
-from memory import retrieval
-from memory.timewords import time_intent
+from memory.facts.timewords import time_intent
+from memory.search import retrieval
 from tenants.scope import tenant_scope
 from tests.memory.conftest import embed_all, remember
 
@@ -123,7 +123,7 @@ def test_before_after_and_since_a_date_open_the_span_on_one_side():
 
 
 def test_a_repeated_question_is_embedded_once(monkeypatch):
-    from memory import embeddings, query_vectors
+    from memory.search import embeddings, query_vectors
 
     calls = []
 
@@ -143,7 +143,7 @@ def test_a_repeated_question_is_embedded_once(monkeypatch):
 
 
 def test_a_question_whose_embedding_failed_is_embedded_again_next_time(monkeypatch):
-    from memory import embeddings, query_vectors
+    from memory.search import embeddings, query_vectors
 
     calls = []
 

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from memory import retention, services
+from memory.facts import retention, services
 from memory.models import MemoryFact
 from tenants.models import AuditEvent
 from tenants.scope import system_scope, tenant_scope

@@ -9,8 +9,8 @@ import json
 import pytest
 from django.utils import timezone
 
-from memory import retrieval
 from memory.models import MemoryFact
+from memory.search import retrieval
 from memory.selectors import facts_for_context
 from tenants.scope import tenant_scope
 from tests import factories
@@ -109,7 +109,7 @@ def test_without_an_embedding_provider_retrieval_falls_back_to_full_text(members
 
 
 def test_facts_embedded_by_another_model_are_embedded_again(members):
-    from memory import indexing
+    from memory.search import indexing
 
     ada = members["member"]
     fact = remember(ada, "Prefers tea")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from memory import errors, services
+from memory import errors
+from memory.facts import services
+from memory.facts.secrets import secret_kind
 from memory.models import MemoryFact
-from memory.secrets import secret_kind
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.memory.conftest import facts_of, remember

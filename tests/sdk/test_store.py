@@ -170,7 +170,7 @@ def test_a_value_too_large_is_refused_with_the_limit(store, ada):
 def test_a_ttl_makes_the_fact_expire_and_the_sweep_deletes_it(store, ada):
     from django.utils import timezone
 
-    from memory import retention
+    from memory.facts import retention
 
     store.put(("memories", "ada"), "soon", {"step": 1}, ttl=5)
     store.put(("memories", "ada"), "kept", {"step": 2})

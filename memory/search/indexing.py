@@ -35,8 +35,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core import leader
-from memory.embeddings import EmbeddingProvider, get_provider, to_sql
 from memory.models import MemoryFact
+from memory.search.embeddings import EmbeddingProvider, get_provider, to_sql
 from tenants import redis_client, sql
 from tenants.scope import system_scope, tenant_scope
 

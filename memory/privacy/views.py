@@ -24,7 +24,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from core.confirm import confirmation_response
 from core.htmx import is_partial, vary_on_htmx
-from memory import assistant, embeddings, links, pages, policies, selectors, services
+from memory import policies, selectors
+from memory.facts import services
 from memory.forms import (
     DeleteAllForm,
     FactEditForm,
@@ -33,6 +34,8 @@ from memory.forms import (
     SupportAccessForm,
 )
 from memory.models import MemoryPolicy
+from memory.privacy import assistant, links, pages
+from memory.search import embeddings
 from tenants.audit import audit_record
 from tenants.errors import AppError
 from tenants.middleware import SESSION_PRIVACY_ONLY_KEY, SESSION_TENANT_KEY

@@ -2,7 +2,7 @@
 
 Each item gets what `services.fact_remember` would have answered it had the items come one
 after the other, in order: the same validation and refusals (each item on its own), the same
-text (or a near-duplicate, `memory/duplicates.py`) refreshes, a known key supersedes, past a
+text (or a near-duplicate, `memory/facts/duplicates.py`) refreshes, a known key supersedes, past a
 category's cap the least recently updated facts go. Instead of a locked read, an insert and an
 embedding task per fact, the batch locks the subject's neighbouring live facts once, plays the
 items against them in memory, then writes everything in a few statements and schedules one
@@ -24,7 +24,8 @@ from django.db import transaction
 from django.db.models import Q
 
 from core.errors import BadInput
-from memory import duplicates, errors, policies, services
+from memory import errors, policies
+from memory.facts import duplicates, services
 from memory.models import MemoryFact, SourceKind
 from tenants.errors import AppError
 

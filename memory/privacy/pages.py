@@ -11,8 +11,9 @@ from django.utils.text import Truncator
 
 from agents.runtime import selectors as runtime_selectors
 from core.confirm import Confirmation, Trigger
-from memory import embeddings, policies, selectors
+from memory import policies, selectors
 from memory.models import MemoryFact
+from memory.search import embeddings
 from tenants.models import Role, Scope
 from tenants.principal import Principal
 

@@ -15,7 +15,8 @@ from django.conf import settings
 from django.db import transaction
 
 from agents.runtime.models import AgentSession
-from memory import errors, extraction, selectors, services
+from memory import errors, selectors
+from memory.facts import extraction, services
 from memory.models import MemoryFact, SourceKind
 from tenants.errors import AppError
 from tenants.scope import tenant_scope

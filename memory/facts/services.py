@@ -18,10 +18,12 @@ from django.db.models.functions import Least
 
 from agents.runtime.models import AgentSession
 from agents.runtime.queue import BROKER_DOWN
-from memory import duplicates, errors, indexing, policies, tasks, values
-from memory.embeddings import get_provider
+from memory import errors, policies, tasks
+from memory.facts import duplicates, values
+from memory.facts.secrets import secret_kind
 from memory.models import MemoryFact, MemoryPolicy, MemorySettings, SourceKind
-from memory.secrets import secret_kind
+from memory.search import indexing
+from memory.search.embeddings import get_provider
 from tenants.audit import audit_record
 from tenants.models import Tenant
 from tenants.principal import Principal
@@ -52,8 +54,8 @@ def clean_text(text: Any) -> str:
 
 
 def clean_content(text: Any, value: Any) -> tuple[str, str, dict[str, Any] | None]:
-    """(text, dedupe key, value) of a fact given as text or as a JSON object (memory/values.py),
-    or the error that explains why not."""
+    """(text, dedupe key, value) of a fact given as text or as a JSON object
+    (memory/facts/values.py), or the error that explains why not."""
     if value is None:
         text = clean_text(text)
         return text, normalize(text), None
@@ -133,7 +135,7 @@ def fact_remember(**kwargs: Any) -> MemoryFact:
 
 
 # Savepoint-free: validation raises before anything is written, and a step's proposal brings
-# its own savepoint (memory/steps.py). Two round trips fewer per fact.
+# its own savepoint (memory/facts/steps.py). Two round trips fewer per fact.
 @transaction.atomic(savepoint=False)
 def _remember(
     *,

@@ -1,6 +1,6 @@
 """What the privacy page's "Connect your assistant" section shows: the person's own MCP
 tokens (tenants/personal_tokens.py), the form to make one, and the client config to paste
-(memory/views_assistant.py has the views)."""
+(memory/privacy/views_assistant.py has the views)."""
 
 from __future__ import annotations
 

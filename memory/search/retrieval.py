@@ -20,7 +20,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from memory.timewords import time_intent
+from memory.facts.timewords import time_intent
 from tenants import sql
 
 # One statement: the candidate rows come from the B-tree, every score is computed on them.

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
-from memory import onnx_encoder
+from memory.search import onnx_encoder
 
 LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
 
@@ -37,7 +37,7 @@ class LocalProvider:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._model: Any = None
-        self._query_encoder: Any = None  # memory.onnx_encoder, once prepare_queries() ran
+        self._query_encoder: Any = None  # memory.search.onnx_encoder, once prepare_queries() ran
 
     def _load(self):
         with self._lock:

@@ -20,9 +20,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from core.htmx import is_partial, vary_on_htmx
-from memory import assistant
 from memory.forms import AssistantTokenForm
-from memory.views import PAGE, own_page_context
+from memory.privacy import assistant
+from memory.privacy.views import PAGE, own_page_context
 from tenants import personal_tokens
 from tenants.errors import AppError
 from tenants.models import Scope

@@ -2,7 +2,7 @@
 threads per query, and the last few thousand questions remembered.
 
 A query is a dozen tokens: on one thread the local model embeds it in about 14 ms on torch and
-5-7 ms on onnxruntime (memory/onnx_encoder.py, used when installed), steadily; with torch's
+5-7 ms on onnxruntime (memory/search/onnx_encoder.py, used when installed), steadily; with torch's
 default of one spinning thread per core, a busy machine made the same call take up to 280 ms
 at p95 (threads waiting for each other). The web process therefore runs torch on one thread
 (workers keep torch's default for their batches) and onnxruntime on MEMORY_QUERY_THREADS
@@ -27,7 +27,7 @@ from typing import Any
 
 from django.conf import settings
 
-from memory import embeddings
+from memory.search import embeddings
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from core import json_input
 from memory import errors
-from memory.secrets import secret_kind
+from memory.facts.secrets import secret_kind
 
 MAX_VALUE_BYTES = 16_384  # the value as compact UTF-8 JSON
 MAX_VALUE_DEPTH = 16  # objects and arrays inside one another
