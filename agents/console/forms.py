@@ -10,9 +10,9 @@ from django import forms
 from django.core.validators import RegexValidator
 
 from agents.console.stuck import REASONS
+from agents.presenters.forms import parse_cursor, period_field
 from agents.runtime.definitions import all_agents
 from agents.runtime.models import RunStatus
-from agents.web.forms import parse_cursor, period_field
 from core.filters import Choice, FilterForm, Text
 
 AGES = {

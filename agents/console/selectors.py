@@ -14,11 +14,11 @@ from django.db.models import Q, QuerySet
 from agents.console import stuck
 from agents.console.diff import Change, state_diff
 from agents.console.forms import AGES
+from agents.presenters import pages
 from agents.runtime import graph_runs
 from agents.runtime.definitions import get_agent
 from agents.runtime.errors import AppError
 from agents.runtime.models import AgentSession, Checkpoint, Run, RunStatus
-from agents.web import pages
 from core.paging import NEWEST_FIRST, paginate, position_encode
 from tenants.principal import Principal
 

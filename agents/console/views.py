@@ -32,12 +32,12 @@ from agents.console.forms import (
     StateForm,
     VersionForm,
 )
+from agents.presenters import trends
+from agents.presenters.forms import ChartsFilterForm
 from agents.runtime import selectors as runtime_selectors
 from agents.runtime import services
 from agents.runtime.errors import RunChanged
 from agents.runtime.models import Run
-from agents.web import trends
-from agents.web.forms import ChartsFilterForm
 from core.htmx import is_partial, render_fragments, vary_on_htmx
 from tenants.errors import AppError
 from tenants.models import Scope

@@ -25,10 +25,10 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from agents.live.access import Refused
+from agents.presenters import chat_pages, context_record, pages, waterfall
+from agents.presenters.forms import RunFilterForm
 from agents.runtime import selectors
 from agents.runtime.models import FINISHED, Run, RunEventLog
-from agents.web import chat_pages, context_record, pages, waterfall
-from agents.web.forms import RunFilterForm
 from tenants.principal import Principal
 from tenants.scope import tenant_scope
 

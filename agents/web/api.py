@@ -15,11 +15,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.conversations import selectors as conversation_selectors
+from agents.presenters.forms import customer_for
 from agents.runtime import errors, selectors, services
 from agents.runtime.definitions import all_agents
 from agents.runtime.serializers import RunSerializer
 from agents.web import serializers as s
-from agents.web.forms import customer_for
 from approvals import selectors as approval_selectors
 from approvals.serializers import DecisionResultSerializer, DecisionSerializer
 from approvals.services import approval_decide
@@ -250,7 +250,7 @@ class RunListView(ApiView):
 
 def _run_input(principal: Principal, given: dict[str, Any]) -> dict[str, Any]:
     """The input of a new run: a member (signed in, not an API key) asks for themselves, like
-    the runs page's read-only Customer field (agents/web/forms.py) and the chat."""
+    the runs page's read-only Customer field (agents/presenters/forms.py) and the chat."""
     if principal.api_key is None and principal.sees_only_own:
         return {**given, "customer": customer_for(principal)}
     return given

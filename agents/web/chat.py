@@ -19,12 +19,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from agents.presenters import chat_pages, pages
+from agents.presenters.forms import ChatMessageForm, ChatStartForm, agent_label, customer_for
 from agents.runtime import selectors, services
 from agents.runtime.definitions import get_agent
 from agents.runtime.errors import AppError, SessionBusy
 from agents.runtime.models import FINISHED, AgentSession, Message, MessageRole, Run
-from agents.web import chat_pages, pages
-from agents.web.forms import ChatMessageForm, ChatStartForm, agent_label, customer_for
 from tenants.errors import PermissionDenied
 from tenants.models import Scope
 from tenants.permissions import require_scope

@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from agents.web import chat, trends, views
+from agents.presenters import trends
+from agents.web import chat, views
 
 app_name = "agents"
 

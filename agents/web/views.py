@@ -12,11 +12,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from agents.presenters import context_record, pages
+from agents.presenters.forms import DecisionForm, RunFilterForm, StartRunForm
 from agents.runtime import selectors, services
 from agents.runtime.definitions import all_agents
 from agents.runtime.models import Run
-from agents.web import chat, context_record, pages
-from agents.web.forms import DecisionForm, RunFilterForm, StartRunForm
+from agents.web import chat
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from core.confirm import confirmation_response

@@ -1,5 +1,5 @@
 """Pictures where they beat text: the SVG charts (core/charts.py) for known data, the runs and
-step-latency charts of the runs page and the console (agents/web/trends.py), their endpoints'
+step-latency charts of the runs page and the console (agents/presenters/trends.py), their endpoints'
 roles, and that they count only the tenant's rows (a member's own).
 
 The SVG is parsed, not grepped: every shape carries data-series / data-value / data-bucket.
@@ -13,9 +13,9 @@ import xml.etree.ElementTree as ET
 import pytest
 from django.utils import timezone
 
+from agents.presenters import trends
 from agents.runtime import selectors
 from agents.runtime.models import AgentSession, Checkpoint, Run
-from agents.web import trends
 from core import charts
 from tenants.scope import tenant_scope
 from tests import factories

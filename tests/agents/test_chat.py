@@ -11,11 +11,11 @@ import pytest
 from django.test import Client
 
 from agents.live.render import chat_feed
+from agents.presenters import chat_pages
 from agents.runtime.definitions import get_agent
 from agents.runtime.engine.runner import drive
 from agents.runtime.models import AgentSession, Message, Run
 from agents.runtime.services import messages_append
-from agents.web import chat_pages
 from memory.facts.services import fact_remember
 from memory.models import Category
 from tenants.scope import tenant_scope

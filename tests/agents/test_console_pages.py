@@ -175,7 +175,7 @@ def test_the_console_pages_through_runs_by_cursor_without_gaps_or_repeats(tenant
             seen += [r.pk for r in page.runs]
             if page.next_cursor is None:
                 break
-            from agents.web.forms import parse_cursor
+            from agents.presenters.forms import parse_cursor
 
             cursor = parse_cursor(page.next_cursor)
     assert len(seen) == 7 and set(seen) == made

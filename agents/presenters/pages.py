@@ -17,6 +17,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.conversations import selectors as conversation_selectors
+from agents.presenters import waterfall
+from agents.presenters.forms import RunFilterForm
 from agents.runtime import graph_runs, selectors
 from agents.runtime.definitions import get_agent, run_summary
 from agents.runtime.errors import AppError
@@ -31,8 +33,6 @@ from agents.runtime.models import (
     StepAttempt,
     ToolCall,
 )
-from agents.web import waterfall
-from agents.web.forms import RunFilterForm
 from approvals.models import ApprovalRequest
 from core.confirm import Confirmation, Trigger
 from core.paging import NEWEST_FIRST, paginate, position_encode

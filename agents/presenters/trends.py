@@ -14,9 +14,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from agents.presenters.forms import ChartsFilterForm
 from agents.runtime import selectors
 from agents.runtime.models import WAITING
-from agents.web.forms import ChartsFilterForm
 from core import charts
 from core.htmx import is_partial, vary_on_htmx
 from tenants.models import Scope

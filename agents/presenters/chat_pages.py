@@ -14,6 +14,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from agents.presenters.forms import agent_label
 from agents.runtime import selectors
 from agents.runtime.definitions import get_agent
 from agents.runtime.errors import AppError
@@ -25,7 +26,6 @@ from agents.runtime.models import (
     Run,
     RunStatus,
 )
-from agents.web.forms import agent_label
 from memory.models import MemoryFact
 from tenants.principal import Principal
 
