@@ -25,7 +25,7 @@ query_vectors.prepare_web_process()
 
 
 async def http_app(scope, receive, send) -> None:
-    """The MCP server (memory/mcp.py) at /mcp, the LangGraph saver's per-step door and its
+    """The MCP server (memory/mcp/) at /mcp, the LangGraph saver's per-step door and its
     one-checkpoint read (agents/web/langgraph_steps.py, langgraph_reads.py, served lean);
     every other path goes to Django."""
     path = scope["path"]

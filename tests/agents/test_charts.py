@@ -1,4 +1,4 @@
-"""Pictures where they beat text: the SVG charts (core/charts.py) for known data, the runs and
+"""Pictures where they beat text: the SVG charts (core/charts/) for known data, the runs and
 step-latency charts of the runs page and the console (agents/presenters/trends.py), their endpoints'
 roles, and that they count only the tenant's rows (a member's own).
 
