@@ -180,9 +180,9 @@ def bench_build(tenant, rounds: int) -> dict:
 
 def bench_cache(tenant, rounds: int) -> dict:
     from agents.conversations import cache
-    from agents.conversations.packing import tokens
     from agents.conversations.packing.build import load_thread
-    from agents.conversations.packing.tokens import tokenizer_for
+    from core import tokens
+    from core.tokens import tokenizer_for
 
     session = make_session(tenant, 200, summary_turns_kept=None)
     tokenizer = tokenizer_for("gpt-4")

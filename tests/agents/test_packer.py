@@ -10,9 +10,9 @@ import pytest
 from agents.conversations.errors import ContextBudgetExceeded
 from agents.conversations.packing import packer
 from agents.conversations.packing.build import Memory, candidates
-from agents.conversations.packing.tokens import PER_MESSAGE, tokenizer_for
 from agents.conversations.threads import ThreadState
 from agents.runtime.tools import Tool
+from core.tokens import PER_MESSAGE, tokenizer_for
 
 TOKENIZER = tokenizer_for("gpt-4")  # cl100k_base, exactly
 

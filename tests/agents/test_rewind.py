@@ -22,7 +22,6 @@ from django.utils import timezone
 
 from agents.console import actions
 from agents.conversations.packing.build import load_thread
-from agents.conversations.packing.tokens import tokenizer_for
 from agents.conversations.threads import thread_state
 from agents.demo import payments as demo_payments
 from agents.runtime import selectors, services
@@ -39,6 +38,7 @@ from agents.runtime.models import (
 from agents.runtime.services import conversation_start
 from approvals.models import ApprovalPolicy, ApprovalRequest
 from approvals.services import approval_decide
+from core.tokens import tokenizer_for
 from memory.models import MemoryFact
 from tenants.models import AuditEvent
 from tenants.scope import tenant_scope

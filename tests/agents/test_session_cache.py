@@ -10,10 +10,10 @@ from redis.retry import Retry
 
 from agents.conversations import cache
 from agents.conversations.packing.build import load_thread
-from agents.conversations.packing.tokens import tokenizer_for
 from agents.conversations.summary import session_summarise
 from agents.runtime import services
 from agents.runtime.llm import ScriptedModel
+from core.tokens import tokenizer_for
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents.test_api import open_session

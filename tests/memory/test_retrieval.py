@@ -9,9 +9,10 @@ import json
 import pytest
 from django.utils import timezone
 
+from core.tokens import tokenizer_for
 from memory.models import MemoryFact
 from memory.search import retrieval
-from memory.selectors import facts_for_context
+from memory.selectors import count_tokens, facts_for_context
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.memory.conftest import embed_all, remember
@@ -119,3 +120,10 @@ def test_facts_embedded_by_another_model_are_embedded_again(members):
     assert indexing.backfill() >= 1
     with tenant_scope(ada.tenant_id):
         assert MemoryFact.objects.get(pk=fact.pk).embedding_model.startswith("local:")
+
+
+def test_memorys_token_counts_are_the_packers_and_read_a_special_token_marker_as_text():
+    # One tokenizer (core.tokens) for the packer and for memory's quoted section, which reads
+    # "<|endoftext|>" in a person's words as text: counted, never refused.
+    text = "Signs emails with <|endoftext|> as a joke"
+    assert count_tokens(text) == tokenizer_for(None).count(text) > 0

@@ -17,8 +17,8 @@ from agents.conversations import cache
 from agents.conversations.packing import packer
 from agents.conversations.packing.memories import Memory, retrieve
 from agents.conversations.packing.packer import Item, Packed
-from agents.conversations.packing.tokens import Tokenizer, tokenizer_for
 from agents.conversations.threads import ThreadState, thread_state
+from core.tokens import Tokenizer, tokenizer_for
 from tenants.scope import tenant_scope
 
 # What each section is worth before recency and relevance (the packer divides by tokens).
