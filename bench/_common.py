@@ -584,9 +584,10 @@ def api_key_for(tenant) -> str:
 
 
 @contextlib.contextmanager
-def asgi_server(label: str, *, debug: bool = True) -> Iterator[str]:
+def asgi_server(label: str, *, debug: bool = True, tree: str | None = None) -> Iterator[str]:
     """uvicorn serving AgentState (one process) on the bench's servers; yields its URL.
-    `debug=False` serves it as production does (no query log, JSON logs, HSTS)."""
+    `debug=False` serves it as production does (no query log, JSON logs, HSTS). `tree`: the
+    checkout whose code it serves (default this one; bench/_langgraph_ab.py serves two)."""
     import socket
     from urllib.request import urlopen
 
@@ -600,12 +601,13 @@ def asgi_server(label: str, *, debug: bool = True) -> Iterator[str]:
         "API_RATE_LIMIT_READ": "1000000/min",
         "API_RATE_LIMIT_WRITE": "1000000/min",
         "PYTHONUNBUFFERED": "1",
+        **({"PYTHONPATH": f"{tree}:{tree}/sdk/python"} if tree else {}),
     }
     log = open(Path(tempfile.gettempdir()) / f"{label}.log", "w")  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
          "--port", str(port), "--lifespan", "off", "--no-access-log", "--log-level", "warning"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tree,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:

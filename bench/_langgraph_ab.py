@@ -1,7 +1,7 @@
 """A/B of the LangGraph door between two code trees: one uvicorn server per tree (both on the
-embedded database), the same 20-step graph through AgentStateSaver run against each in
-alternating rounds, so the machine's drift falls on both alike. Not run by `make bench` (a
-helper: it needs a second checkout).
+embedded database, served as production serves them), the same 20-step graph through
+AgentStateSaver run against each in alternating rounds, so the machine's drift falls on both
+alike. Not run by `make bench` (a helper: it needs a second checkout).
 
     git worktree add /tmp/base HEAD~1
     .venv/bin/python bench/_langgraph_ab.py /tmp/base "$PWD" [sync|async] [rounds]
@@ -9,52 +9,17 @@ helper: it needs a second checkout).
 
 from __future__ import annotations
 
+import contextlib
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
-from urllib.request import urlopen
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import _common as common  # noqa: E402
-
-
-def start(name: str, tree: str) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {
-        **os.environ,  # setup_django() put the embedded servers' URLs there
-        "DEBUG": "0",
-        "AGENTSTATE_DEMO": "0",
-        "SECRET_KEY": "bench-" + "x" * 50,
-        "PYTHONPATH": f"{tree}:{tree}/sdk/python",
-        "API_RATE_LIMIT_READ": "1000000/min",
-        "API_RATE_LIMIT_WRITE": "1000000/min",
-    }
-    log = open(Path(tempfile.gettempdir()) / f"langgraph-ab-{name}.log", "w")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--lifespan", "off", "--no-access-log", "--log-level", "warning"],
-        env=env, cwd=tree, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urlopen(url + "/healthz", timeout=1)
-            return proc, url
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{name}: the server did not start ({log.name})") from None
-            time.sleep(0.2)
 
 
 def main() -> int:
@@ -69,7 +34,6 @@ def main() -> int:
 
     tenant = common.bench_tenant("lgab")
     key = common.api_key_for(tenant)
-    servers = {name: start(name, tree) for name, tree in trees.items()}
     samples: dict[str, list[float]] = {name: [] for name in trees}
 
     def run(graph) -> float:
@@ -79,20 +43,26 @@ def main() -> int:
         return (time.perf_counter() - t0) / 20 * 1000
 
     try:
-        graphs = {
-            name: _chain_graph(20, AgentStateSaver(url, api_key=key))
-            for name, (_, url) in servers.items()
-        }
-        for graph in graphs.values():
-            for _ in range(3):
-                run(graph)
-        for round_no in range(rounds):
-            for name in ["A", "B"] if round_no % 2 == 0 else ["B", "A"]:
-                samples[name] += [run(graphs[name]) for _ in range(4)]
+        with contextlib.ExitStack() as servers:
+            graphs = {
+                name: _chain_graph(
+                    20,
+                    AgentStateSaver(
+                        servers.enter_context(
+                            common.asgi_server(f"langgraph-ab-{name}", debug=False, tree=tree)
+                        ),
+                        api_key=key,
+                    ),
+                )
+                for name, tree in trees.items()
+            }
+            for graph in graphs.values():
+                for _ in range(3):
+                    run(graph)
+            for round_no in range(rounds):
+                for name in ["A", "B"] if round_no % 2 == 0 else ["B", "A"]:
+                    samples[name] += [run(graphs[name]) for _ in range(4)]
     finally:
-        for proc, _ in servers.values():
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait()
         print(common.cleanup_tenant(tenant))
     for name, tree in trees.items():
         q1, _, q3 = statistics.quantiles(samples[name], n=4)
