@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.runtime import extensions
-from approvals import policies, services
+from approvals import policies, selectors, services
 
 
 def _open_request(pause: extensions.Pause) -> None:
@@ -47,5 +47,7 @@ def _policy_covers(*, tenant_id: Any, action: str) -> bool:
 def register() -> None:
     extensions.register_pause_handler("approval", _open_request)
     extensions.register_provider("approvals.policy_covers", _policy_covers)
+    # A rewind to a checkpoint whose step asked for approval asks again as it asked.
+    extensions.register_provider("approvals.requests_for_run", selectors.approval_requests_for_run)
     extensions.run_cancelled.connect(_run_cancelled, dispatch_uid="approvals.run_cancelled")
     extensions.pauses_closed.connect(_pauses_closed, dispatch_uid="approvals.pauses_closed")

@@ -21,8 +21,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from agents.console import actions, recovered, selectors
-from agents.console.errors import InvalidState
+from agents.console import bulk, recovered, selectors
 from agents.console.forms import (
     BulkForm,
     ConsoleFilterForm,
@@ -34,9 +33,10 @@ from agents.console.forms import (
 )
 from agents.presenters import trends
 from agents.presenters.forms import ChartsFilterForm
+from agents.runtime import repairs as actions
 from agents.runtime import selectors as runtime_selectors
 from agents.runtime import services
-from agents.runtime.errors import RunChanged
+from agents.runtime.errors import InvalidState, RunChanged
 from agents.runtime.models import Run
 from core.htmx import is_partial, render_fragments, vary_on_htmx
 from tenants.errors import AppError
@@ -165,7 +165,7 @@ def run_bulk(request: HttpRequest) -> HttpResponse:
     items = form.cleaned_data["runs"]
     found = {r.pk: r for r in selectors.tenant_runs(principal).filter(pk__in=[i[0] for i in items])}
     pairs = [(found[pk], version) for pk, version, _ in items if pk in found]
-    outcomes = actions.runs_bulk(
+    outcomes = bulk.runs_bulk(
         principal=principal,
         action=form.cleaned_data["action"],
         items=pairs,

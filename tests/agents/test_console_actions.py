@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents.console import actions
-from agents.console.errors import InvalidState
+from agents.console import bulk
+from agents.runtime import repairs as actions
 from agents.runtime import services
-from agents.runtime.errors import ActionNotAllowed, RunChanged
+from agents.runtime.errors import ActionNotAllowed, InvalidState, RunChanged
 from agents.runtime.models import Checkpoint, Run, StepAttempt, ToolCall
 from approvals.models import ApprovalRequest
 from tenants.models import AuditEvent
@@ -342,7 +342,7 @@ def test_a_bulk_action_applies_to_each_run_and_refuses_only_the_stale_ones(tenan
     stale = make_run(tenant_a, status="failed")
     with tenant_scope(tenant_a.pk):
         items = [(fresh, fresh.version), (stale, stale.version + 1)]
-        outcomes = actions.runs_bulk(principal=admin, action="resolve", items=items)
+        outcomes = bulk.runs_bulk(principal=admin, action="resolve", items=items)
         assert [o.ok for o in outcomes] == [True, False]
         rows = {r.pk: r for r in Run.objects.for_tenant(tenant_a)}
     assert rows[fresh.pk].resolved_at is not None

@@ -20,10 +20,10 @@ import pytest
 from django.test import RequestFactory
 from django.utils import timezone
 
-from agents.console import actions
 from agents.conversations.packing.build import load_thread
 from agents.conversations.threads import thread_state
 from agents.demo import payments as demo_payments
+from agents.runtime import repairs as actions
 from agents.runtime import selectors, services
 from agents.runtime.errors import ActionNotAllowed, RunChanged
 from agents.runtime.models import (
@@ -639,7 +639,7 @@ def test_a_rewind_that_fails_halfway_changes_nothing(finished, rewind, reload, m
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("the audit log is full")
 
-    monkeypatch.setattr("agents.console.replay.audit", broken)
+    monkeypatch.setattr("agents.runtime.replay.audit", broken)
     with pytest.raises(RuntimeError):
         rewind(finished, 2)
     assert recorded(finished) == before

@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from agents.console.actions import parse_state
-from agents.console.errors import InvalidState
 from agents.runtime.definitions import get_agent
+from agents.runtime.errors import InvalidState
 from agents.runtime.llm import _tool_call
+from agents.runtime.repairs import parse_state
 from approvals.arguments import EditableField, coerce
 from tenants.models import Role
 from tests import factories

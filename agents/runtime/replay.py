@@ -15,10 +15,9 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from agents.console.errors import NoSuchCheckpoint
 from agents.runtime import extensions, graph_runs, selectors
 from agents.runtime.definitions import Agent, get_agent
-from agents.runtime.errors import ActionNotAllowed
+from agents.runtime.errors import ActionNotAllowed, NoSuchCheckpoint
 from agents.runtime.fencing import BUSY, FREE, REQUEUE, audit, changed, fenced
 from agents.runtime.models import (
     Checkpoint,
@@ -31,7 +30,6 @@ from agents.runtime.models import (
     ToolCall,
 )
 from agents.runtime.progress import publish
-from approvals.selectors import approval_requests_for_run
 from tenants.audit import audit_record
 from tenants.principal import Principal
 
@@ -163,11 +161,10 @@ def _wait_at(run: Run, start: _Start) -> tuple[dict[str, Any], extensions.Pause 
 
 def _pause_again(run: Run, start: _Start) -> extensions.Pause:
     """The approval the checkpoint's step asked for, to be asked again."""
-    asked = [
-        r
-        for r in approval_requests_for_run(tenant_id=run.tenant_id, run_id=run.pk)
-        if r.checkpoint_seq == start.seq
-    ]
+    # The approvals app offers its requests (extensions.provider); without it nothing is recorded.
+    requests_for_run = extensions.provider("approvals.requests_for_run")
+    recorded = requests_for_run(tenant_id=run.tenant_id, run_id=run.pk) if requests_for_run else []
+    asked = [r for r in recorded if r.checkpoint_seq == start.seq]
     if not asked:
         raise ActionNotAllowed(
             f"Checkpoint {start.seq} waited for a decision that is no longer recorded. Rewind "

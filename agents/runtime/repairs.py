@@ -1,12 +1,12 @@
-"""What an admin can do to a run. Each action is one transaction, audited, and fenced on
+"""Repairs: what an admin can do to a run. Each action is one transaction, audited, and fenced on
 the run's version: a conditional UPDATE that matches only the version the admin saw, so two
 admins (or an admin and a worker) cannot clobber each other; the loser gets RunChanged.
-Replay lives in replay.py, the fence in fencing.py.
+Replay (rewind to a checkpoint) lives in replay.py, the fence in fencing.py; the console's
+pages and bulk actions (agents/console) call them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
@@ -15,18 +15,15 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from agents.console.errors import InvalidState
-from agents.console.recovered import Recovered, recovered_since
-from agents.console.replay import run_replay  # noqa: F401 - an action like the others
-from agents.runtime import graph_runs, services
+from agents.runtime import graph_runs
 from agents.runtime.definitions import Agent, get_agent
-from agents.runtime.errors import RunChanged
+from agents.runtime.errors import InvalidState
 from agents.runtime.fencing import BUSY, FREE, LEASE_EXPIRED, REQUEUE, audit, changed, fenced
 from agents.runtime.models import Checkpoint, Run, RunStatus, StepAttempt
+from agents.runtime.replay import run_replay  # noqa: F401 - an action like the others
 from core import json_input
 from core.errors import BadInput
 from tenants.audit import audit_record
-from tenants.errors import AppError
 from tenants.principal import Principal
 
 
@@ -200,48 +197,3 @@ def run_edit_state(*, principal: Principal, run: Run, version: int, state: str) 
     )
     changed(fresh, enqueue=False)
     return fresh
-
-
-# --- bulk -----------------------------------------------------------------------------------------
-
-BULK_ACTIONS = {
-    "retry": run_retry,
-    "resume": run_resume,
-    "cancel": services.run_cancel,
-    "resolve": run_resolve,
-}
-
-
-@dataclass(frozen=True)
-class BulkOutcome:
-    run_id: str
-    ok: bool
-    message: str
-    recovered: Recovered | None = None  # not done: recovered automatically meanwhile
-
-
-def runs_bulk(
-    *,
-    principal: Principal,
-    action: str,
-    items: list[tuple[Run, int]],
-    seen: dict[Any, int | None] | None = None,
-) -> list[BulkOutcome]:
-    """Apply one action to many runs, each in its own savepoint: one refusal (a 409) does not
-    undo the others. A run recovered automatically since the admin's page showed its event
-    `seen[run.pk]` needs nothing: it is reported as such, not as a conflict."""
-    fn = BULK_ACTIONS[action]
-    outcomes = []
-    for run, version in items:
-        try:
-            fn(principal=principal, run=run, version=version)
-        except RunChanged as exc:
-            fresh = Run.objects.for_tenant(run.tenant_id).get(pk=run.pk)
-            shown = (seen or {}).get(run.pk)
-            recovered = recovered_since(fresh, seen=shown, now=timezone.now())
-            outcomes.append(BulkOutcome(str(run.pk), False, exc.message, recovered))
-        except AppError as exc:
-            outcomes.append(BulkOutcome(str(run.pk), False, exc.message))
-        else:
-            outcomes.append(BulkOutcome(str(run.pk), True, ""))
-    return outcomes
