@@ -153,13 +153,13 @@ class InProcess:
         return person
 
     def store(self, subject, turns: list[Turn]) -> dict[str, str]:
-        from memory.facts import services
+        from memory.facts import remember
         from tenants.scope import tenant_scope
 
         ids = {}
         with tenant_scope(self.tenant.pk):
             for turn in turns:
-                fact = services.fact_remember(
+                fact = remember.fact_remember(
                     tenant_id=self.tenant.pk,
                     subject_id=subject.pk,
                     category=CATEGORY,

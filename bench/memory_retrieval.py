@@ -15,7 +15,7 @@ floor, insert cost, ranking quality, embedding throughput, and a TTL purge under
    same connection. Alternating order per sample; embedding time excluded from both.
    Target: our p50 <= 1.3x the raw p50.
 3. **Tenant-wide search** (subject_id=None: all facts of one tenant), the same comparison.
-4. **Insert cost**: `memory.facts.services.fact_remember` (validation, secret check, dedupe lookup,
+4. **Insert cost**: `memory.facts.remember.fact_remember` (validation, secret check, dedupe lookup,
    insert) per fact, against a raw single-row INSERT of the same row.
 5. **Ranking quality** on a small labelled set written for this bench (a customer's 30 facts,
    20 questions, each with the fact that answers it): recall@5 for hybrid, vector-only and
@@ -25,7 +25,7 @@ floor, insert cost, ranking quality, embedding throughput, and a TTL purge under
    keeps retrieving; reports the sweep time, the worst retrieval latency during it, and the
    VACUUM (ANALYZE) of the table afterwards.
 7. **Embedding lag** (`--sections lag`): `--lag-writers` threads write `--lag-facts` facts
-   through `memory.facts.services.fact_remember` at `--lag-rate` facts/s in all, for
+   through `memory.facts.remember.fact_remember` at `--lag-rate` facts/s in all, for
    `--lag-subjects` people of one fresh tenant, while `--lag-workers` real Celery worker
    processes (solo pool, the local model loaded beforehand) run the embedding tasks the
    writes enqueue. Lag = from a fact's commit (an on-commit hook registered before the
@@ -381,7 +381,7 @@ def plan(data: dict, model: str) -> str:
 def inserts(data: dict, count: int) -> dict:
     from django.db import connection
 
-    from memory.facts import services
+    from memory.facts import remember
     from tenants.scope import tenant_scope
 
     rng = random.Random(5)
@@ -391,7 +391,7 @@ def inserts(data: dict, count: int) -> dict:
         text = f"Bench insert {i} {sentence(rng)}"
         with tenant_scope(tenant_id):
             t0 = time.perf_counter()
-            services.fact_remember(
+            remember.fact_remember(
                 tenant_id=tenant_id, subject_id=user_id, category="note", text=text + " ours"
             )
             ours.append((time.perf_counter() - t0) * 1000)
@@ -641,7 +641,7 @@ def _warm(tenant_id, subject_id, own_queue: str, side) -> None:
 def _burst(args, tenant_id, subjects: list[int], side) -> dict:
     from django.db import connection, transaction
 
-    from memory.facts import services
+    from memory.facts import remember
     from tenants.scope import tenant_scope
 
     committed: dict[str, float] = {}
@@ -666,7 +666,7 @@ def _burst(args, tenant_id, subjects: list[int], side) -> dict:
                 with tenant_scope(tenant_id):
                     # Registered before the service's own hook, so it runs first after commit.
                     transaction.on_commit(lambda box=box: stamp(box))
-                    fact = services.fact_remember(
+                    fact = remember.fact_remember(
                         tenant_id=tenant_id,
                         subject_id=rng.choice(subjects),
                         category=CATEGORIES[n % len(CATEGORIES)],

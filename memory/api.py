@@ -19,7 +19,7 @@ from core.api import ApiView, error_responses, validated
 from core.idempotency import idempotent
 from memory import selectors
 from memory import serializers as s
-from memory.facts import batch, services
+from memory.facts import remember, services
 from memory.models import SourceKind
 from memory.privacy import links
 from memory.search import query_vectors
@@ -128,7 +128,7 @@ class SubjectFactsView(ApiView):
         subject = _subject(request, subject_id, write=True)
         data = validated(s.FactCreateSerializer, request.data)
         own = request.principal.user is not None
-        fact = services.fact_remember(
+        fact = remember.fact_remember(
             tenant_id=request.principal.tenant.pk,
             subject_id=subject.pk,
             source_kind=SourceKind.USER if own else SourceKind.API,
@@ -199,7 +199,7 @@ class SubjectFactsBatchView(ApiView):
             else:  # the body of the single POST's 400
                 error = {"code": "invalid", "message": "Some fields are invalid."}
                 results[index] = {"status": 400, "error": {**error, "fields": form.errors}}
-        outcomes = batch.facts_remember(
+        outcomes = remember.facts_remember(
             tenant_id=request.principal.tenant.pk,
             subject_id=subject.pk,
             facts=[data for _, data in accepted],
@@ -210,7 +210,7 @@ class SubjectFactsBatchView(ApiView):
         return Response(_batch_body(results))
 
 
-def _batch_result(outcome: batch.Remembered | AppError) -> dict[str, Any]:
+def _batch_result(outcome: remember.Remembered | AppError) -> dict[str, Any]:
     if isinstance(outcome, AppError):
         return {"status": outcome.status, "error": outcome.as_dict()}
     return {"status": 201 if outcome.created else 200, "fact": selectors.fact_json(outcome.fact)}

@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.serializers import ErrorSerializer
-from memory.facts.batch import MAX_ITEMS
+from memory.facts.remember import MAX_ITEMS
 from memory.facts.values import MAX_VALUE_BYTES, MAX_VALUE_DEPTH
 
 

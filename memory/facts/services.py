@@ -1,4 +1,5 @@
-"""Writes of the memory app: remember, supersede, edit, delete (completely), policies.
+"""Writes of the memory app besides remembering (remember.py): supersede, edit, delete
+(completely), policies; and the checks every write makes of what it is given.
 
 Every write takes the tenant explicitly; row-level security refuses the rest anyway.
 """
@@ -11,15 +12,15 @@ import re
 import uuid
 from typing import Any
 
-from django.db import IntegrityError, transaction
-from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F, Q, Value
+from django.db import transaction
+from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Least
 
 from agents.runtime.models import AgentSession
 from agents.runtime.queue import BROKER_DOWN
 from memory import errors, policies, tasks
-from memory.facts import duplicates, values
+from memory.facts import values
 from memory.facts.secrets import secret_kind
 from memory.models import MemoryFact, MemoryPolicy, MemorySettings, SourceKind
 from memory.search import indexing
@@ -118,134 +119,6 @@ def _live(tenant_id: Any, subject_id: Any):
     )
 
 
-def fact_remember(**kwargs: Any) -> MemoryFact:
-    """Remember a fact (see _remember). Two writers may give one person's key its first value
-    at once: the second finds the unique slot taken when it inserts. It then reads again (the
-    first writer's fact has committed) and supersedes it, as if it had come second, instead of
-    failing. Only a write with a key can collide, so only those pay for the savepoint."""
-    if not kwargs.get("key"):
-        return _remember(**kwargs)
-    try:
-        with transaction.atomic():
-            return _remember(**kwargs)
-    except IntegrityError as exc:
-        if "memfact_one_live_per_key" not in str(exc):
-            raise
-        return _remember(**kwargs)
-
-
-# Savepoint-free: validation raises before anything is written, and a step's proposal brings
-# its own savepoint (memory/facts/steps.py). Two round trips fewer per fact.
-@transaction.atomic(savepoint=False)
-def _remember(
-    *,
-    tenant_id: Any,
-    subject_id: int,
-    category: str,
-    text: str | None = None,
-    value: dict[str, Any] | None = None,
-    key: str = "",
-    source_kind: str = SourceKind.USER,
-    source_session_id: Any = None,
-    source_run_id: Any = None,
-    source_message_seq: int | None = None,
-    confidence: float = 1.0,
-    by_agent: bool = False,
-    occurred_at: dt.datetime | None = None,
-    ttl_minutes: float | None = None,
-) -> MemoryFact:
-    """Remember a fact, given as `text` or as a JSON object `value`: the same fact again
-    refreshes it, a new value for a key supersedes. `occurred_at`: when what it says happened
-    or was said (default: now). `ttl_minutes`: the writer's own TTL (see `expiry`)."""
-    text, norm, value = clean_content(text, value)
-    key, ttl_minutes = clean_key(key), clean_ttl(ttl_minutes)
-    rules = _rules(tenant_id, category)
-    if by_agent and not rules.agents_may_write:
-        raise errors.CategoryNotWritable(detail={"category": category})
-    confidence = min(max(float(confidence), 0.0), 1.0)
-    now = policies.now()
-    # One read for the dedupe, the key's current value and the category's count.
-    near = Q(category=category) | Q(key=key) if key else Q(category=category)
-    neighbours = list(
-        _live(tenant_id, subject_id)
-        .filter(near)
-        .select_for_update()
-        .defer("embedding")
-        .order_by("created_at")
-    )
-    same_keys = {key, ""} if key else {""}
-    for fact in neighbours:
-        if same_content(fact, category, norm, value) and fact.key in same_keys:
-            return _merged(_refresh(fact, rules, confidence, now, ttl_minutes))
-    old = next((f for f in neighbours if key and f.key == key), None)
-    if old is not None:
-        return fact_supersede(
-            old=old,
-            text=text if value is None else None,
-            value=value,
-            ttl_minutes=ttl_minutes,
-            category=category,
-            source_kind=source_kind,
-            source_session_id=source_session_id,
-            source_run_id=source_run_id,
-            source_message_seq=source_message_seq,
-            confidence=confidence,
-            occurred_at=occurred_at,
-        )
-    # A near-duplicate (the same content words, no number or negation apart) is that fact
-    # again; the caller learns which one (`merged_into`). No embedding model is asked. Not
-    # for a JSON value: its words are data, and a near-duplicate would lose what differs.
-    twin = None
-    if value is None:
-        twin = duplicates.find_twin(
-            norm,
-            [
-                f
-                for f in neighbours
-                if f.category == category and f.key in same_keys and f.value is None
-            ],
-        )
-    if twin is not None:
-        return _merged(_refresh(twin[0], rules, confidence, now, ttl_minutes))
-    _evict_over_cap(tenant_id, subject_id, rules, [f for f in neighbours if f.category == category])
-    fact = MemoryFact.objects.create(
-        tenant_id=tenant_id,
-        subject_id=subject_id,
-        category=category,
-        key=key,
-        text=text,
-        value=value,
-        normalized=norm,
-        source_kind=source_kind,
-        source_session_id=source_session_id,
-        source_run_id=source_run_id,
-        source_message_seq=source_message_seq,
-        confidence=confidence,
-        valid_from=now,
-        occurred_at=occurred_at or now,
-        ttl_minutes=ttl_minutes,
-        expires_at=expiry(rules, now, ttl_minutes),
-    )
-    schedule_embedding(tenant_id, [fact.pk])
-    return fact
-
-
-def _refresh(
-    fact: MemoryFact, rules: policies.Rules, confidence: float, now, ttl_minutes: float | None
-) -> MemoryFact:
-    """The same fact written again: the write's TTL (or none) replaces the fact's."""
-    fact.confidence = max(fact.confidence, confidence)
-    fact.updated_at, fact.ttl_minutes = now, ttl_minutes
-    fact.expires_at = expiry(rules, now, ttl_minutes)
-    MemoryFact.objects.for_tenant(fact.tenant_id).filter(pk=fact.pk).update(
-        confidence=fact.confidence,
-        updated_at=now,
-        expires_at=fact.expires_at,
-        ttl_minutes=ttl_minutes,
-    )
-    return fact
-
-
 def facts_refresh_ttl(*, tenant_id: Any, facts: list[MemoryFact]) -> int:
     """Facts just read with `refresh_ttl` (LangGraph's store): those with a TTL of their own
     expire that long from now again, never past their category's TTL from their last write.
@@ -262,22 +135,6 @@ def facts_refresh_ttl(*, tenant_id: Any, facts: list[MemoryFact]) -> int:
     if changed:
         MemoryFact.objects.for_tenant(tenant_id).bulk_update(changed, ["expires_at"])
     return len(changed)
-
-
-def _merged(fact: MemoryFact) -> MemoryFact:
-    """Mark the existing fact a write landed on: `fact.merged_into` is its id."""
-    fact.merged_into = fact.pk  # type: ignore[attr-defined]
-    return fact
-
-
-def _evict_over_cap(
-    tenant_id: Any, subject_id: Any, rules: policies.Rules, in_category: list[MemoryFact]
-) -> None:
-    """Make room for one more fact of the category: the least recently updated ones go."""
-    surplus = len(in_category) - rules.max_facts_per_subject + 1
-    if surplus > 0:
-        stale = sorted(in_category, key=lambda f: (f.pinned, f.updated_at))[:surplus]
-        _delete_lineages(tenant_id, subject_id, [f.lineage for f in stale])
 
 
 @transaction.atomic

@@ -16,7 +16,7 @@ from django.db import transaction
 
 from agents.runtime.models import AgentSession
 from memory import errors, selectors
-from memory.facts import extraction, services
+from memory.facts import extraction, remember, services
 from memory.models import MemoryFact, SourceKind
 from tenants.errors import AppError
 from tenants.scope import tenant_scope
@@ -136,7 +136,7 @@ class StepMemory:
         ctx = self._ctx
         try:
             with transaction.atomic():  # a savepoint: a refusal must not undo the step
-                services.fact_remember(
+                remember.fact_remember(
                     tenant_id=ctx.tenant_id,
                     subject_id=self.subject_id,  # type: ignore[arg-type]
                     category=proposal["category"],

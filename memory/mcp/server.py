@@ -38,7 +38,7 @@ from pydantic import AnyHttpUrl, Field, ValidationError
 
 from memory import selectors
 from memory.api import READ_BY_KEY
-from memory.facts import services
+from memory.facts import remember, services
 from memory.mcp.answers import (
     Added,
     Deleted,
@@ -225,7 +225,7 @@ async def memory_add(
     def work(principal: Principal) -> tuple[dict[str, Any], list[Any]]:
         person = _subject(principal, subject)
         # An MCP client is a model at work: the tenant's "agents may write" rules apply.
-        fact = services.fact_remember(
+        fact = remember.fact_remember(
             tenant_id=principal.tenant.pk,
             subject_id=person.pk,
             category=category,

@@ -16,7 +16,7 @@ from agents.runtime.definitions import get_agent
 from agents.runtime.engine.runner import drive
 from agents.runtime.models import AgentSession, Message, Run
 from agents.runtime.services import messages_append
-from memory.facts.services import fact_remember
+from memory.facts.remember import fact_remember
 from memory.models import Category
 from tenants.scope import tenant_scope
 from tests import factories

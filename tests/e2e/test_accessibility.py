@@ -36,7 +36,7 @@ from agents.runtime.models import Run
 from agents.runtime.services import conversation_start
 from approvals import policies
 from config.celery import app as celery_app
-from memory.facts import services as memory_services
+from memory.facts import remember
 from memory.privacy import links
 from tenants import services
 from tenants.auth import invitations
@@ -143,7 +143,7 @@ def demo(console_url, settings, monkeypatch) -> Demo:
             ("profile", "Owns a standing desk and a desk lamp from Acme"),
             ("task_outcome", "Refund of 40.00 for order A-1002 was paid"),
         ]:
-            memory_services.fact_remember(
+            remember.fact_remember(
                 tenant_id=tenant.pk,
                 subject_id=alice.user_id,
                 category=category,

@@ -10,7 +10,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from memory.facts import services
+from memory.facts import remember
 from tenants.models import Role
 from tenants.scope import tenant_scope
 from tests import factories
@@ -30,7 +30,7 @@ def test_a_person_connects_an_assistant_and_revokes_it(page, console_url):
     tenant = factories.make_tenant("acme")
     carol = factories.make_member(tenant, Role.MEMBER, user=factories.make_user("carol"))
     with tenant_scope(tenant.pk):
-        services.fact_remember(
+        remember.fact_remember(
             tenant_id=tenant.pk, subject_id=carol.user_id, category="profile", text="Lives in Lyon"
         )
     log_in(page, console_url, "carol")

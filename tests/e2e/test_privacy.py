@@ -9,7 +9,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from memory.facts import services
+from memory.facts import remember
 from memory.privacy import links
 from tenants.models import Role
 from tenants.scope import tenant_scope
@@ -48,7 +48,7 @@ def test_an_end_user_edits_deletes_and_exports_and_the_agent_forgets(
     tenant, carol = acme
     run_desk(carol, "Please refund $40 for order A-1002, charged twice. Contact me by email.")
     with tenant_scope(tenant.pk):
-        services.fact_remember(
+        remember.fact_remember(
             tenant_id=tenant.pk, subject_id=carol.user_id, category="profile", text="Lives in Lyon"
         )
     log_in(page, console_url, "carol")
@@ -93,7 +93,7 @@ def test_an_end_user_opens_their_privacy_link_and_reaches_that_page_only(
     tenant, carol = acme
     settings.SECRET_KEY = processes.CHILD_SECRET_KEY  # the link is signed for the server
     with tenant_scope(tenant.pk):
-        services.fact_remember(
+        remember.fact_remember(
             tenant_id=tenant.pk, subject_id=carol.user_id, category="profile", text="Lives in Lyon"
         )
         url, _ = links.link_make(tenant_id=tenant.pk, subject_id=carol.user_id)
@@ -149,7 +149,7 @@ def test_an_end_user_searches_filters_by_category_and_deletes_with_the_keyboard(
             ("profile", "Works as a nurse"),
             ("preference", "Prefers morning appointments"),
         ]:
-            services.fact_remember(
+            remember.fact_remember(
                 tenant_id=tenant.pk, subject_id=carol.user_id, category=category, text=text
             )
     log_in(page, words_only_url, "carol")
@@ -237,7 +237,7 @@ def test_the_privacy_page_without_javascript_searches_and_asks_on_a_page(
     tenant, carol = acme
     with tenant_scope(tenant.pk):
         for text in ["Lives in Lyon", "Works as a nurse"]:
-            services.fact_remember(
+            remember.fact_remember(
                 tenant_id=tenant.pk, subject_id=carol.user_id, category="profile", text=text
             )
     context = browser.new_context(java_script_enabled=False, viewport={"width": 375, "height": 800})
@@ -277,7 +277,7 @@ def test_a_fact_an_integration_stored_as_json_reads_as_lines_on_the_privacy_page
         "channels": {"sms": False, "email": True},
     }
     with tenant_scope(tenant.pk):
-        services.fact_remember(
+        remember.fact_remember(
             tenant_id=tenant.pk,
             subject_id=carol.user_id,
             category="preference",
@@ -286,7 +286,7 @@ def test_a_fact_an_integration_stored_as_json_reads_as_lines_on_the_privacy_page
             source_kind="api",
             ttl_minutes=60 * 24 * 7,
         )
-        services.fact_remember(
+        remember.fact_remember(
             tenant_id=tenant.pk, subject_id=carol.user_id, category="profile", text="Lives in Lyon"
         )
     log_in(page, words_only_url, "carol")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from memory.facts import services
+from memory.facts.remember import fact_remember
 from memory.models import MemoryFact
 from memory.search import indexing
 from tenants.scope import tenant_scope
@@ -17,7 +17,7 @@ HX = {"HTTP_HX_REQUEST": "true"}
 def remember(membership, text: str, category: str = "preference", **kwargs: Any) -> MemoryFact:
     """A fact about the member, written as the services write it."""
     with tenant_scope(membership.tenant_id):
-        return services.fact_remember(
+        return fact_remember(
             tenant_id=membership.tenant_id,
             subject_id=membership.user_id,
             category=category,

@@ -12,7 +12,8 @@ from django.test import Client
 from django.urls import resolve
 
 from core.models import IdempotencyRecord
-from memory.facts import batch, services
+from memory.facts import services
+from memory.facts.remember import fact_remember, facts_remember
 from memory.models import MemoryFact
 from tenants import throttling
 from tenants.errors import AppError
@@ -222,7 +223,7 @@ def _one_by_one(membership, items) -> list[tuple]:
             before = set(_live_ids(membership))
             try:  # a savepoint, as a step's proposal has: fact_remember brings none
                 with transaction.atomic():
-                    got = services.fact_remember(
+                    got = fact_remember(
                         tenant_id=membership.tenant_id,
                         subject_id=membership.user_id,
                         source_kind="api",
@@ -289,7 +290,7 @@ def test_a_batch_leaves_what_the_same_items_would_leave_one_by_one(members, tena
         _one_by_one(membership, seed)
     expected = _one_by_one(one, items)
     with tenant_scope(tenant_a.pk):
-        got = batch.facts_remember(
+        got = facts_remember(
             tenant_id=tenant_a.pk, subject_id=other.user_id, facts=items, source_kind="api"
         )
     shapes = [
@@ -329,9 +330,7 @@ def test_a_body_that_is_not_a_list_of_facts_is_a_400_and_writes_nothing(api, ada
 
 def test_the_service_refuses_more_than_500_facts_too(tenant_a, ada):
     with tenant_scope(tenant_a.pk), pytest.raises(AppError):
-        batch.facts_remember(
-            tenant_id=tenant_a.pk, subject_id=ada.user_id, facts=[fact("Hi")] * 501
-        )
+        facts_remember(tenant_id=tenant_a.pk, subject_id=ada.user_id, facts=[fact("Hi")] * 501)
 
 
 # --- idempotency ----------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from memory.facts import services
+from memory.facts import remember
 from tenants.scope import tenant_scope
 from tests.memory.conftest import facts_of
 
@@ -23,7 +23,7 @@ def test_two_writers_giving_a_key_its_first_value_at_once_end_with_one_live_fact
     def second_writer() -> None:
         try:
             with tenant_scope(ada.tenant_id):
-                outcome["fact"] = services.fact_remember(
+                outcome["fact"] = remember.fact_remember(
                     tenant_id=ada.tenant_id,
                     subject_id=ada.user_id,
                     category="preference",
@@ -36,7 +36,7 @@ def test_two_writers_giving_a_key_its_first_value_at_once_end_with_one_live_fact
             connection.close()
 
     with tenant_scope(ada.tenant_id), transaction.atomic():
-        first = services.fact_remember(
+        first = remember.fact_remember(
             tenant_id=ada.tenant_id,
             subject_id=ada.user_id,
             category="preference",

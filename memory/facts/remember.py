@@ -1,14 +1,14 @@
-"""Remember many facts about one subject at once (the API's `facts:batch`).
+"""Remembering facts: the one write path, for one fact (`fact_remember`: the API's POST, the
+MCP tool, a step's `ctx.memory`) and for many about one subject (`facts_remember`: the API's
+`facts:batch`).
 
-Each item gets what `services.fact_remember` would have answered it had the items come one
-after the other, in order: the same validation and refusals (each item on its own), the same
-text (or a near-duplicate, `memory/facts/duplicates.py`) refreshes, a known key supersedes, past a
-category's cap the least recently updated facts go. Instead of a locked read, an insert and an
-embedding task per fact, the batch locks the subject's neighbouring live facts once, plays the
-items against them in memory, then writes everything in a few statements and schedules one
-embedding task. A refused item writes nothing; an accepted item is written whole with the
-rest, or (a database failure) nothing is. Keep the two in step: tests/memory/test_batch_api.py
-compares them item by item.
+Every item is checked on its own (a refused one writes nothing and says why), then played in
+order against the subject's live facts, locked once: the same text (or a near-duplicate,
+`memory/facts/duplicates.py`) refreshes the fact it repeats, a known key supersedes (the old
+version stays as history), past a category's cap the least recently updated facts go. The
+plan is then written in a few statements, with one embedding task. A batch answers each item
+what a single write would have answered it, had the items come one after the other
+(tests/memory/test_batch_api.py compares them item by item).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from core.errors import BadInput
@@ -63,6 +63,51 @@ class _Item:
     ttl_minutes: float | None = None
 
 
+def fact_remember(
+    *,
+    tenant_id: Any,
+    subject_id: int,
+    source_kind: str = SourceKind.USER,
+    source_session_id: Any = None,
+    source_run_id: Any = None,
+    source_message_seq: int | None = None,
+    by_agent: bool = False,
+    **fact: Any,
+) -> MemoryFact:
+    """Remember one fact: `category` and `text` or a JSON object `value` (memory/facts/
+    values.py), and optionally `key`, `confidence`, `occurred_at` (when what it says happened
+    or was said; default now) and `ttl_minutes` (the writer's own TTL, see services.expiry).
+    The same fact again refreshes it (the answer's `merged_into` names it); a new value for a
+    key supersedes. Raises the refusal (an AppError) instead of writing.
+
+    Two writers may give one person's key its first value at once: the second finds the
+    unique slot taken when it inserts. It then reads again (the first writer's fact has
+    committed) and supersedes it, as if it had come second, instead of failing. Only a write
+    with a key can collide, so only those pay for the savepoint."""
+    source = {
+        "source_kind": source_kind,
+        "source_session_id": source_session_id,
+        "source_run_id": source_run_id,
+        "source_message_seq": source_message_seq,
+    }
+
+    def remember() -> MemoryFact:
+        [outcome] = _remember(tenant_id, subject_id, [fact], source, by_agent=by_agent)
+        if isinstance(outcome, AppError):
+            raise outcome
+        return outcome.fact
+
+    if not fact.get("key"):
+        return remember()
+    try:
+        with transaction.atomic():
+            return remember()
+    except IntegrityError as exc:
+        if "memfact_one_live_per_key" not in str(exc):
+            raise
+        return remember()
+
+
 @transaction.atomic
 def facts_remember(
     *,
@@ -72,11 +117,24 @@ def facts_remember(
     source_kind: str = SourceKind.USER,
     by_agent: bool = False,
 ) -> list[Remembered | AppError]:
-    """Remember each of `facts` (category, text or value, key?, confidence?, occurred_at?,
-    ttl_minutes?) as
-    `fact_remember` would one by one; answers, in order, each one's fact or its refusal."""
+    """Remember each of `facts` (each as `fact_remember` takes one) as `fact_remember` would
+    one by one; answers, in order, each one's fact or its refusal."""
     if len(facts) > MAX_ITEMS:
         raise BadInput(f"At most {MAX_ITEMS} facts in one batch.")
+    return _remember(tenant_id, subject_id, facts, {"source_kind": source_kind}, by_agent=by_agent)
+
+
+# Savepoint-free: validation refuses before anything is written, a batch is atomic itself,
+# and a step's proposal brings its own savepoint (memory/facts/steps.py).
+@transaction.atomic(savepoint=False)
+def _remember(
+    tenant_id: Any,
+    subject_id: Any,
+    facts: Sequence[Mapping[str, Any]],
+    source: dict[str, Any],
+    *,
+    by_agent: bool,
+) -> list[Remembered | AppError]:
     known = policies.categories(tenant_id)
     outcomes: list[Remembered | AppError | None] = [None] * len(facts)
     accepted: list[tuple[int, _Item]] = []
@@ -89,7 +147,7 @@ def facts_remember(
         plan = _Plan(
             tenant_id=tenant_id,
             subject_id=subject_id,
-            source_kind=source_kind,
+            source=source,
             live=_lock_neighbours(tenant_id, subject_id, [item for _, item in accepted]),
         )
         for index, item in accepted:
@@ -99,7 +157,7 @@ def facts_remember(
 
 
 def _clean(data: Mapping[str, Any], known: dict[str, policies.Rules], *, by_agent: bool) -> _Item:
-    # The checks of fact_remember, in its order, so an item fails with the same code.
+    # The checks in the order a caller learns of them, so one mistake has one code.
     text, normalized, value = services.clean_content(data.get("text"), data.get("value"))
     key = services.clean_key(data.get("key", ""))
     ttl_minutes = services.clean_ttl(data.get("ttl_minutes"))
@@ -142,10 +200,11 @@ class _Plan:
     """The subject's live facts as the items change them, and the writes that will do it."""
 
     def __init__(
-        self, *, tenant_id: Any, subject_id: Any, source_kind: str, live: list[MemoryFact]
+        self, *, tenant_id: Any, subject_id: Any, source: dict[str, Any], live: list[MemoryFact]
     ) -> None:
-        self.tenant_id, self.subject_id, self.source_kind = tenant_id, subject_id, source_kind
-        self.live = live  # oldest first, as fact_remember reads them; new facts go last
+        self.tenant_id, self.subject_id = tenant_id, subject_id
+        self.source = source  # source_kind, and the session, run and message it came from
+        self.live = live  # oldest first; new facts go last
         self.stored = {fact.pk for fact in live}
         self.stored_lineages = {fact.lineage for fact in live}
         self.touched: dict[Any, MemoryFact] = {}  # stored facts refreshed or superseded
@@ -174,7 +233,7 @@ class _Plan:
         if old is not None:
             return self._answer(self._supersede(old, item, now), created=True)
         near = None
-        if item.value is None:  # never for a JSON value, as fact_remember
+        if item.value is None:  # never for a JSON value: its words are data
             near = duplicates.find_twin(
                 item.normalized,
                 [
@@ -233,7 +292,7 @@ class _Plan:
             text=item.text,
             value=item.value,
             normalized=item.normalized,
-            source_kind=self.source_kind,
+            **self.source,
             confidence=item.confidence,
             pinned=pinned,
             updated_at=now,  # what the cap sorts by until the insert stamps it
@@ -254,7 +313,7 @@ class _Plan:
         # after a single POST had answered.
         answer = Remembered(fact=copy.copy(fact), created=created)
         if not created:
-            answer.fact.merged_into = fact.pk  # type: ignore[attr-defined]  # as fact_remember
+            answer.fact.merged_into = fact.pk  # type: ignore[attr-defined]  # the fact it repeats
         self.answers.append((answer, fact))
         return answer
 
