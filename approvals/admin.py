@@ -7,7 +7,7 @@ from django.apps import apps
 from django.contrib import admin
 
 from approvals import models
-from tenants.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin
 
 
 @admin.register(models.ApprovalRequest)

@@ -16,7 +16,7 @@ from approvals import selectors
 from approvals import serializers as s
 from approvals.services import approval_decide
 from core.api import ApiView, error_responses, validated
-from core.idempotency import idempotent
+from tenants.idempotency import idempotent
 from tenants.models import Scope
 
 TAGS = ["approvals"]

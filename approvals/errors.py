@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenants.errors import AppError
+from core.errors import AppError
 
 
 class AlreadyDecided(AppError):

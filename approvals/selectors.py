@@ -16,8 +16,8 @@ from django.utils import timezone
 from agents.runtime.models import Run, RunStatus
 from approvals.models import ApprovalRequest, ApprovalStatus, ApproverRole
 from approvals.policies import decidable_by, is_admin
+from core import sql
 from core.paging import cursor_decode, cursor_encode, paginate
-from tenants import sql
 from tenants.models import AuditEvent, Scope
 from tenants.principal import Principal
 

@@ -28,8 +28,8 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.policies import group_ids_of, refusal
 from approvals.services import approval_decide
 from core import charts
+from core.errors import AppError
 from core.htmx import is_partial, render_fragments, vary_on_htmx
-from tenants.errors import AppError
 from tenants.models import Scope
 from tenants.permissions import require_scope
 from tenants.principal import Principal

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from approvals import policies
 from approvals.forms import GroupForm, GroupMembersForm, PolicyForm
 from approvals.models import ApprovalPolicy, ApproverGroup
-from tenants.errors import AppError
+from core.errors import AppError
 from tenants.models import Scope
 from tenants.permissions import require_scope
 from tenants.principal import Principal

@@ -1,11 +1,30 @@
-"""Requests the shared plumbing refuses (unusable input, bodies too large, misused
-Idempotency-Keys); each failure has a stable code."""
+"""Failures with a stable code and a human message (`AppError`, which every app's errors
+subclass), and the requests the shared plumbing refuses (unusable input, bodies too large,
+misused Idempotency-Keys)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tenants.errors import AppError
+
+class AppError(Exception):
+    """A failure with a stable code and a human message: every app's errors subclass it, and
+    the API, the pages and the sockets answer it the same way."""
+
+    code = "error"
+    status = 400
+    message = "The request could not be completed."
+
+    def __init__(self, message: str | None = None, *, detail: Any = None) -> None:
+        self.message = message or self.message
+        self.detail = detail
+        super().__init__(self.message)
+
+    def as_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.detail is not None:
+            body["detail"] = self.detail
+        return body
 
 
 class BadInput(AppError, ValueError):

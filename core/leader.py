@@ -17,7 +17,7 @@ import uuid
 
 from django.db import connection
 
-from tenants import sql
+from core import sql
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from core.admin import ReadOnlyAdmin
 from memory import models
-from tenants.admin import ReadOnlyAdmin
 
 
 @admin.register(models.MemoryPolicy)

@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.api import ApiView, error_responses, validated
-from core.idempotency import idempotent
+from core.errors import AppError
 from memory import selectors
 from memory import serializers as s
 from memory.facts import remember, services
@@ -24,7 +24,8 @@ from memory.models import SourceKind
 from memory.privacy import links
 from memory.search import query_vectors
 from tenants.audit import audit_read, audit_record
-from tenants.errors import AppError, NotFound
+from tenants.errors import NotFound
+from tenants.idempotency import idempotent
 from tenants.models import Scope
 from tenants.principal import Principal
 

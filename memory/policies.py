@@ -9,8 +9,8 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
+from core import sql
 from memory.models import Category, MemorySettings
-from tenants import sql
 
 DEFAULT_MAX_FACTS = 200
 

@@ -4,31 +4,13 @@ tenant only."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth.models import User
-from django.http import HttpRequest
 
+from core.admin import ReadOnlyAdmin
 from tenants import models
 from tenants.forms import AdminLoginForm
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Look, never touch: changes go through the audited services and console pages."""
-
-    list_per_page = 50
-    show_full_result_count = False  # counting millions of rows for a pager is not free
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(models.Tenant)
@@ -52,6 +34,11 @@ class ApiKeyAdmin(ReadOnlyAdmin):
 class AuditEventAdmin(ReadOnlyAdmin):
     list_display = ("id", "action", "actor_label", "target_type", "target_id", "created_at")
     list_filter = ("action",)
+
+
+@admin.register(models.IdempotencyRecord)
+class IdempotencyRecordAdmin(ReadOnlyAdmin):
+    list_display = ("key", "status", "response_status", "created_at", "expires_at")
 
 
 @admin.register(models.Invitation)

@@ -11,7 +11,7 @@ from django.http import Http404, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from tenants.errors import AppError
+from core.errors import AppError
 
 logger = logging.getLogger(__name__)
 

@@ -1,25 +1,8 @@
-"""Failures with a stable code and a human message. Other apps subclass `AppError`."""
+"""Failures of tenancy, members and keys, each with a stable code (AppError: core/errors.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-
-class AppError(Exception):
-    code = "error"
-    status = 400
-    message = "The request could not be completed."
-
-    def __init__(self, message: str | None = None, *, detail: Any = None) -> None:
-        self.message = message or self.message
-        self.detail = detail
-        super().__init__(self.message)
-
-    def as_dict(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.detail is not None:
-            body["detail"] = self.detail
-        return body
+from core.errors import AppError
 
 
 class NotFound(AppError):

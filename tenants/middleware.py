@@ -11,7 +11,8 @@ from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, resolve
 
-from tenants import outage, scope
+from core import outage
+from tenants import scope
 from tenants.models import Role
 from tenants.principal import member_principal
 from tenants.selectors import own_memberships

@@ -215,3 +215,34 @@ class SsoIdentity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} at {self.issuer}"
+
+
+class IdempotencyStatus(models.TextChoices):
+    STARTED = "started", "Started"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class IdempotencyRecord(TenantOwned):
+    """A POST to our API remembered by its Idempotency-Key (Stripe's semantics)."""
+
+    id = models.BigAutoField(primary_key=True)
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=IdempotencyStatus.choices)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        # Moved from the agents app, then core, without touching the database: the table, its
+        # indexes and its row-level-security policy keep the names they were created with.
+        db_table = "agents_idempotencyrecord"
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "key"], name="idempotency_unique_key")
+        ]
+        indexes = [models.Index(fields=["expires_at"], name="agents_idem_expires_7d5795_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.status})"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from django.db import migrations
 
-from tenants import sql
+from core import sql
 
 FUNCTIONS_SQL = sql.load("tenants", "rls_functions")
 FUNCTIONS_REVERSE_SQL = sql.load("tenants", "rls_functions_drop")

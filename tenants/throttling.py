@@ -24,7 +24,7 @@ from django.core.exceptions import ImproperlyConfigured
 from rest_framework import exceptions
 from rest_framework.throttling import BaseThrottle
 
-from tenants import redis_client
+from core import redis_client
 from tenants.rates import BUCKETS, LANGGRAPH, PER_TENANT, READ, WRITE, Rate, parse_rate
 
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from core.errors import AppError
 from tenants import selectors, services
-from tenants.errors import AppError
 from tenants.forms import ApiKeyForm, AuditFilterForm, TenantSwitchForm
 from tenants.middleware import SESSION_TENANT_KEY
 from tenants.models import Scope

@@ -15,9 +15,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from core.errors import AppError
 from tenants import selectors, services
 from tenants.auth import invitations
-from tenants.errors import AppError
 from tenants.forms import InviteForm, RoleForm
 from tenants.models import Invitation, Membership, Role, Scope
 from tenants.permissions import require_scope

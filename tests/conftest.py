@@ -11,8 +11,8 @@ from django.test import Client
 from agents.console import live, stuck
 from agents.runtime import queue
 from agents.runtime import selectors as runtime_selectors
+from core.redis_client import client as redis_client
 from tenants.models import Role
-from tenants.redis_client import client as redis_client
 from tests import factories, processes
 from tests.processes import TEST_RATE_LIMIT
 

@@ -245,7 +245,7 @@ def _stuck_count_row(tenant: Tenant):
 def _idempotency_row(tenant: Tenant):
     from django.utils import timezone
 
-    from core.models import IdempotencyRecord
+    from tenants.models import IdempotencyRecord
 
     return IdempotencyRecord.objects.create(
         tenant=tenant,
@@ -374,7 +374,7 @@ TENANT_OWNED_ROWS = {
             ("agents.Checkpoint", _checkpoint_row),
             ("agents.StepAttempt", _attempt_row),
             ("agents.ToolCall", _tool_call_row),
-            ("core.IdempotencyRecord", _idempotency_row),
+            ("tenants.IdempotencyRecord", _idempotency_row),
             ("agents.RunEvent", _run_event_row),
             ("agents.RunEventLog", _run_event_log_rows),
             ("agents.PackedContext", _packed_context_row),

@@ -13,7 +13,7 @@ from agents.runtime import services
 from agents.runtime.errors import RunChanged
 from agents.runtime.models import Run
 from agents.runtime.repairs import run_resolve, run_resume, run_retry
-from tenants.errors import AppError
+from core.errors import AppError
 from tenants.principal import Principal
 
 BULK_ACTIONS = {

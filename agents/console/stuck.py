@@ -37,7 +37,7 @@ from agents.runtime.definitions import all_agents
 from agents.runtime.metrics import record_sweep
 from agents.runtime.models import FINISHED, Run, RunEventLog, RunStatus, StuckCount
 from approvals.models import ApprovalRequest, ApprovalStatus
-from tenants.redis_client import client as redis_client
+from core.redis_client import client as redis_client
 from tenants.scope import system_scope
 
 logger = logging.getLogger(__name__)

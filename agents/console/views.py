@@ -38,8 +38,8 @@ from agents.runtime import selectors as runtime_selectors
 from agents.runtime import services
 from agents.runtime.errors import InvalidState, RunChanged
 from agents.runtime.models import Run
+from core.errors import AppError
 from core.htmx import is_partial, render_fragments, vary_on_htmx
-from tenants.errors import AppError
 from tenants.models import Scope
 from tenants.permissions import require_scope
 from tenants.principal import Principal

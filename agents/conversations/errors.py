@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tenants.errors import AppError
+from core.errors import AppError
 
 
 class ContextBudgetExceeded(AppError):

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import connection
 
-from tenants import sql
+from core import sql
 
 _CHAIN = sql.load("agents.conversations", "thread_chain")
 MESSAGES_SQL = _CHAIN + sql.load("agents.conversations", "thread_messages")

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from agents.demo.models import DemoRefund
-from tenants.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin
 
 
 @admin.register(DemoRefund)

@@ -17,8 +17,7 @@ from django.db import connection, transaction
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from core import json_input
-from tenants import sql
+from core import json_input, sql
 
 UPSERT_SQL = sql.load("agents.demo", "record_refund")
 

@@ -34,10 +34,9 @@ from agents.live import render, watch
 from agents.live.access import Refused, principal_for
 from agents.live.broadcast import run_group, tenant_group
 from agents.runtime.progress import LIVE_KINDS
-from core import json_input
+from core import json_input, outage
 from core.errors import BadInput
 from core.text_input import check_query_string
-from tenants import outage
 
 logger = logging.getLogger(__name__)
 

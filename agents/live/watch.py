@@ -22,7 +22,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from tenants import outage
+from core import outage
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from django.apps import apps
 from django.contrib import admin
 
 from agents.runtime import models
-from tenants.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin
 
 
 @admin.register(models.Run)

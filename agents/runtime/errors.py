@@ -8,7 +8,7 @@ import psycopg
 import redis
 from django.db import InterfaceError, OperationalError
 
-from tenants.errors import AppError
+from core.errors import AppError
 
 # Failures of the services a step runs on, never of the step: its attempt is retried once they
 # answer again, and never counted against the step's retry budget.

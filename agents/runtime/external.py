@@ -37,7 +37,8 @@ from agents.runtime.models import (
     RunStatus,
 )
 from agents.runtime.progress import publish
-from tenants import rows, sql
+from core import sql
+from tenants import rows
 from tenants.models import Scope
 from tenants.principal import Principal
 

@@ -26,7 +26,7 @@ from django.db import connection, connections, transaction
 
 from agents.runtime import external, graph_runs
 from agents.runtime.progress import publish
-from tenants import sql
+from core import sql
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 
-from tenants.redis_client import client
+from core.redis_client import client
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from tenants import sql
+from core import sql
 from tenants.scope import tenant_scope
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ import kombu.exceptions
 import redis.exceptions
 from celery import current_app
 
-from tenants.redis_client import client
+from core.redis_client import client
 
 logger = logging.getLogger(__name__)
 # What a send raises when the broker is down or restarting.

@@ -17,7 +17,7 @@ from django.db.models import Sum
 
 from agents.runtime.metrics import record_sweep
 from agents.runtime.models import RunCount
-from tenants import sql
+from core import sql
 from tenants.scope import system_scope
 
 COMPACT_SQL = sql.load("agents.runtime", "compact_run_counts")

@@ -26,8 +26,8 @@ from agents.runtime.models import (
     StepAttempt,
     ToolCall,
 )
+from core import sql
 from core.recent import Recent
-from tenants import sql
 from tenants.principal import Principal
 from tenants.scope import tenant_scope
 

@@ -21,7 +21,7 @@ from agents.runtime.models import (
     RunStatus,
 )
 from agents.runtime.progress import publish
-from tenants import sql
+from core import sql
 from tenants.audit import audit_record
 from tenants.principal import Principal
 

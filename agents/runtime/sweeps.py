@@ -10,7 +10,7 @@ from django.db import connection, transaction
 
 from agents.runtime import liveness, progress, queue
 from agents.runtime.metrics import record_lost, record_sweep
-from tenants import sql
+from core import sql
 from tenants.scope import system_scope
 
 logger = logging.getLogger(__name__)

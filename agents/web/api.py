@@ -1,7 +1,7 @@
 """REST endpoints of the agents app: the registry, sessions, runs and their decisions.
 
 Every object lookup goes through a selector that 404s for anyone who may not see it; every
-POST honours `Idempotency-Key` (core.idempotency); every write is a service call.
+POST honours `Idempotency-Key` (tenants.idempotency); every write is a service call.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from approvals import selectors as approval_selectors
 from approvals.serializers import DecisionResultSerializer, DecisionSerializer
 from approvals.services import approval_decide
 from core.api import ApiView, error_responses, validated
-from core.idempotency import idempotent
 from core.paging import NEWEST_FIRST, cursor_encode, paginate
 from core.serializers import PageQuerySerializer
 from tenants.errors import PermissionDenied
+from tenants.idempotency import idempotent
 from tenants.models import Role, Scope
 from tenants.principal import Principal
 from tenants.selectors import members_for_tenant

@@ -19,9 +19,9 @@ from agents.runtime import external, external_threads
 from agents.runtime.errors import ThreadDrivenElsewhere
 from core import json_input
 from core.api import ApiView, error_responses, validated
-from core.idempotency import idempotent
 from core.serializers import JSONObjectField
 from tenants.audit import audit_record
+from tenants.idempotency import idempotent
 
 TAGS = ["langgraph"]
 # A graph's checkpoints and reads count in the tenant's own bucket, in steps (tenants may set

@@ -35,12 +35,11 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agents.runtime import external, external_fast
 from agents.runtime.errors import ThreadDrivenElsewhere
-from core import json_input
-from core.errors import BadInput, PayloadTooLarge
-from tenants import outage, scope, throttling
+from core import json_input, outage
+from core.errors import AppError, BadInput, PayloadTooLarge
+from tenants import scope, throttling
 from tenants.api_auth import KeyRefused, api_key_resolve
 from tenants.audit import audit_record
-from tenants.errors import AppError
 from tenants.models import ApiKey
 from tenants.principal import Principal
 from tenants.rates import LANGGRAPH

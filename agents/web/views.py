@@ -21,9 +21,9 @@ from agents.web import chat
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from core.confirm import confirmation_response
+from core.errors import AppError
 from core.htmx import is_partial, render_fragments, vary_on_htmx
 from core.params import positive_int
-from tenants.errors import AppError
 from tenants.models import Scope
 from tenants.permissions import require_scope
 from tenants.principal import Principal

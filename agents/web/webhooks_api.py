@@ -15,8 +15,8 @@ from rest_framework.response import Response
 from agents.runtime import webhooks
 from agents.runtime.models import WebhookDelivery, WebhookEndpoint
 from core.api import ApiView, error_responses, validated
-from core.idempotency import idempotent
 from tenants.errors import NotFound
+from tenants.idempotency import idempotent
 from tenants.models import Scope
 from tenants.principal import Principal
 

@@ -23,11 +23,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from core.errors import BadInput
+from core.errors import AppError, BadInput
 from memory import errors, policies
 from memory.facts import duplicates, services
 from memory.models import MemoryFact, SourceKind
-from tenants.errors import AppError
 
 MAX_ITEMS = 500
 # What a refresh or a supersede changes on a fact that was already stored.

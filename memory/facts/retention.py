@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from agents.runtime.models import AgentSession
 from agents.runtime.sweeps import expire_idempotency
-from tenants import sql
+from core import sql
 from tenants.scope import system_scope
 
 # Whole lineages whose live version expired: history goes with the fact it explains.

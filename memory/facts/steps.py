@@ -15,10 +15,10 @@ from django.conf import settings
 from django.db import transaction
 
 from agents.runtime.models import AgentSession
+from core.errors import AppError
 from memory import errors, selectors
 from memory.facts import extraction, remember, services
 from memory.models import MemoryFact, SourceKind
-from tenants.errors import AppError
 from tenants.scope import tenant_scope
 
 if TYPE_CHECKING:

@@ -18,9 +18,9 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
+from core import outage
 from memory.mcp.auth import request_state
 from memory.mcp.server import PATH, build_server
-from tenants import outage
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def _refusals_explained(state: dict[str, Any], send: Send) -> Send:
     """The SDK's 401 said only "Authentication required". A token refused for a reason its
     holder can act on (revoked, expired, no longer a member) says why, in the same OAuth body;
     a 401 of a token that could not be checked for an outage becomes the 503 every other
-    surface answers (tenants/outage.py), with Retry-After."""
+    surface answers (core/outage.py), with Retry-After."""
 
     async def guarded(message: Message) -> None:
         if message["type"] == "http.response.start" and "outage" in state:

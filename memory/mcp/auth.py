@@ -11,7 +11,8 @@ from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.db import connections
 from mcp.server.auth.provider import AccessToken
 
-from tenants import outage, personal_tokens
+from core import outage
+from tenants import personal_tokens
 from tenants.api_auth import KeyRefused, api_key_resolve
 from tenants.principal import Principal
 from tenants.scope import transaction_scope

@@ -36,6 +36,8 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import AnyHttpUrl, Field, ValidationError
 
+from core import outage
+from core.errors import AppError
 from memory import selectors
 from memory.api import READ_BY_KEY
 from memory.facts import remember, services
@@ -54,10 +56,9 @@ from memory.mcp.answers import (
 )
 from memory.mcp.auth import TokenVerifier, in_thread, principal_for
 from memory.models import MemoryFact, SourceKind
-from tenants import outage, throttling
+from tenants import throttling
 from tenants.api_auth import KeyRefused
 from tenants.audit import audit_record
-from tenants.errors import AppError
 from tenants.models import Scope
 from tenants.principal import Principal
 from tenants.rates import READ, WRITE

@@ -23,6 +23,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from core.confirm import confirmation_response
+from core.errors import AppError
 from core.htmx import is_partial, vary_on_htmx
 from memory import policies, selectors
 from memory.facts import services
@@ -37,7 +38,6 @@ from memory.models import MemoryPolicy
 from memory.privacy import assistant, links, pages
 from memory.search import embeddings
 from tenants.audit import audit_record
-from tenants.errors import AppError
 from tenants.middleware import SESSION_PRIVACY_ONLY_KEY, SESSION_TENANT_KEY
 from tenants.models import Scope
 from tenants.permissions import require_scope

@@ -19,12 +19,12 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from core.errors import AppError
 from core.htmx import is_partial, vary_on_htmx
 from memory.forms import AssistantTokenForm
 from memory.privacy import assistant
 from memory.privacy.views import PAGE, own_page_context
 from tenants import personal_tokens
-from tenants.errors import AppError
 from tenants.models import Scope
 from tenants.permissions import require_scope
 from tenants.principal import Principal

@@ -34,10 +34,9 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from core import leader
+from core import leader, redis_client, sql
 from memory.models import MemoryFact
 from memory.search.embeddings import EmbeddingProvider, get_provider, to_sql
-from tenants import redis_client, sql
 from tenants.scope import system_scope, tenant_scope
 
 logger = logging.getLogger(__name__)

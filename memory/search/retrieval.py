@@ -20,8 +20,8 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
+from core import sql
 from memory.facts.timewords import time_intent
-from tenants import sql
 
 # One statement: the candidate rows come from the B-tree, every score is computed on them.
 # A template: build_sql() fills in the parts below for each combination.

@@ -13,10 +13,11 @@ from django.urls import reverse_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
+from core.errors import AppError
 from tenants.auth import invitations
 from tenants.auth.passwords import reset_wait_seconds
 from tenants.client_ip import client_ip
-from tenants.errors import AppError, UsernameTaken
+from tenants.errors import UsernameTaken
 from tenants.forms import AcceptInvitationForm
 from tenants.middleware import SESSION_TENANT_KEY
 from tenants.models import Invitation

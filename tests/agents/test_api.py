@@ -24,8 +24,7 @@ from agents.runtime.models import (
 )
 from approvals.models import ApprovalRequest
 from approvals.services import approval_request_create
-from core.models import IdempotencyRecord
-from tenants.models import AuditEvent
+from tenants.models import AuditEvent, IdempotencyRecord
 from tenants.principal import Principal
 from tenants.scope import tenant_scope
 from tests import factories

@@ -22,7 +22,7 @@ from agents.runtime.models import (
 from agents.runtime.queue import queue_keys
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
-from tenants.redis_client import client
+from core.redis_client import client
 from tenants.scope import tenant_scope
 from tests.agents import agents_for_tests as t
 from tests.processes import wait_until
@@ -813,7 +813,7 @@ def test_a_worker_that_keeps_beating_keeps_its_run_however_long_its_step(
 ):
     from agents.runtime import liveness
     from agents.runtime.sweeps import recover
-    from tenants.redis_client import client
+    from core.redis_client import client
 
     settings.AGENTSTATE_LIVENESS_SECONDS = 0.3
     run = start("three_steps")
@@ -831,7 +831,7 @@ def test_the_lease_keeper_says_the_process_is_alive_while_it_holds_runs(start, s
     import threading
 
     from agents.runtime import liveness
-    from tenants.redis_client import client
+    from core.redis_client import client
 
     run = start("slow", seconds=0.5)
     client().delete(liveness.key("keeper-test:1"))

@@ -14,8 +14,8 @@ from django.utils import timezone
 from agents.runtime import errors, services
 from agents.runtime.models import Run
 from agents.runtime.sweeps import expire_idempotency
-from core.idempotency import fingerprint
-from core.models import IdempotencyRecord
+from tenants.idempotency import fingerprint
+from tenants.models import IdempotencyRecord
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.agents.test_api import count, fetch, post, set_run, start_run

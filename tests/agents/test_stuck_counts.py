@@ -14,7 +14,7 @@ from django.utils import timezone
 from agents.console import selectors, stuck
 from agents.console.stuck import detect_stuck
 from agents.runtime.models import Run, StuckCount
-from tenants.redis_client import client as redis_client
+from core.redis_client import client as redis_client
 from tenants.scope import system_scope, tenant_scope
 from tests.agents.console_helpers import ago, make_run
 

@@ -11,12 +11,12 @@ from django.db import transaction
 from django.test import Client
 from django.urls import resolve
 
-from core.models import IdempotencyRecord
+from core.errors import AppError
 from memory.facts import services
 from memory.facts.remember import fact_remember, facts_remember
 from memory.models import MemoryFact
 from tenants import throttling
-from tenants.errors import AppError
+from tenants.models import IdempotencyRecord
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.memory.conftest import facts_of, remember

@@ -27,8 +27,8 @@ from django.conf import settings
 from django.db import connection
 
 from agents.runtime import liveness
+from core import sql
 from core.per_process import PerProcess
-from tenants import sql
 
 logger = logging.getLogger(__name__)
 

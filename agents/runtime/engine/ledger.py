@@ -18,7 +18,7 @@ from django.db import connection
 from agents.runtime.engine.failpoints import failpoint
 from agents.runtime.errors import LedgerMismatch, ToolFailed
 from agents.runtime.tools import Tool
-from tenants import sql
+from core import sql
 
 _SET_TENANT = sql.load("agents.runtime", "set_tenant")
 INTENT_SQL = _SET_TENANT + sql.load("agents.runtime", "record_tool_intent")

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from agents.runtime.models import RunStatus
-from tenants import sql
+from core import sql
 
 _SET_TENANT = sql.load("agents.runtime", "set_tenant")
 

@@ -16,7 +16,7 @@ from typing import Any
 from agents.runtime import progress
 from agents.runtime.engine import store
 from agents.runtime.engine.outcomes import enqueue_on_commit
-from tenants import sql
+from core import sql
 
 logger = logging.getLogger(__name__)
 

@@ -30,9 +30,8 @@ from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 from rest_framework.views import APIView
 
-from core import errors
-from core.models import IdempotencyRecord, IdempotencyStatus
-from tenants import sql
+from core import errors, sql
+from tenants.models import IdempotencyRecord, IdempotencyStatus
 from tenants.principal import Principal
 
 KEY_HEADER = "Idempotency-Key"
