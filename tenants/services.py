@@ -239,18 +239,27 @@ def tenant_set_rate_limits(
 
 def membership_add(*, tenant: Tenant, user, role: str, actor_label: str = "system") -> Membership:
     with scope.tenant_scope(tenant.pk):
-        membership, created = Membership.objects.get_or_create(
-            tenant=tenant, user=user, defaults={"role": role}
+        return membership_join(tenant=tenant, user=user, role=role, actor=actor_label)[0]
+
+
+def membership_join(
+    *, tenant: Tenant, user, role: str, actor: Any, how: dict[str, Any] | None = None
+) -> tuple[Membership, bool]:
+    """`user` joins `tenant` as `role`, unless already a member (whose role stays): the
+    membership and whether it is new. A new one is audited as `membership.added` by `actor`,
+    with `how` it came about (an invitation, SSO claims). In the caller's tenant scope."""
+    membership, created = Membership.objects.get_or_create(
+        tenant=tenant, user=user, defaults={"role": role}
+    )
+    if created:
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="membership.added",
+            target=membership,
+            after={"user": user.get_username(), "role": role, **(how or {})},
         )
-        if created:
-            audit_record(
-                tenant=tenant,
-                actor=actor_label,
-                action="membership.added",
-                target=membership,
-                after={"user": user.get_username(), "role": role},
-            )
-    return membership
+    return membership, created
 
 
 def user_create(*, username: str, password: str | None, email: str = "", **extra: Any):

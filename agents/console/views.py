@@ -32,7 +32,6 @@ from agents.console.forms import (
     VersionForm,
 )
 from agents.presenters import trends
-from agents.presenters.forms import ChartsFilterForm
 from agents.runtime import repairs as actions
 from agents.runtime import selectors as runtime_selectors
 from agents.runtime import services
@@ -111,17 +110,12 @@ def run_summary(request: HttpRequest) -> HttpResponse:
 def run_charts(request: HttpRequest) -> HttpResponse:
     """Runs over time by status and step latency over time, which the list page loads after
     itself (like the counts); without htmx, the console page for the same period."""
-    filters = ChartsFilterForm(request.GET)
-    if not is_partial(request):  # the page says if the period is bad
-        return redirect(
-            reverse("console:console_runs") + "?" + trends.charts_query(request, filters)
-        )
-    context = {
-        "charts": trends.runs_charts(request.principal, filters.chosen_period()),  # type: ignore[attr-defined]
-        "chart_filters": filters,
-    }
-    status = 200 if filters.is_valid() else 400
-    return vary_on_htmx(render(request, f"{RUNS}#console-charts", context, status=status))
+    return trends.charts_card(
+        request,
+        page="console:console_runs",
+        charts="console:console_charts",
+        dom_id="console-charts",
+    )
 
 
 def _table(principal: Principal, filters: ConsoleFilterForm) -> tuple[dict[str, Any], int]:

@@ -40,15 +40,26 @@ _SERIES_OF = {s: "waiting" for s in WAITING}
 def runs_charts_view(request: HttpRequest) -> HttpResponse:
     """The runs page's charts, which it loads after itself (so the list never waits for
     them); without htmx, the runs page showing the same period."""
+    return charts_card(
+        request, page="agents:runs", charts="agents:runs_charts", dom_id="runs-charts"
+    )
+
+
+def charts_card(request: HttpRequest, *, page: str, charts: str, dom_id: str) -> HttpResponse:
+    """The "Over time" card of a runs page (`page`, a URL name), drawn for the period asked,
+    or that page for the same period without htmx (the page says if the period is bad)."""
     filters = ChartsFilterForm(request.GET)
-    if not is_partial(request):  # the page says if the period is bad
-        return redirect(reverse("agents:runs") + "?" + charts_query(request, filters))
+    if not is_partial(request):
+        return redirect(reverse(page) + "?" + charts_query(request, filters))
     context = {
         "charts": runs_charts(request.principal, filters.chosen_period()),  # type: ignore[attr-defined]
         "chart_filters": filters,
+        "charts_id": dom_id,
+        "charts_url": reverse(charts),
+        "page_url": reverse(page),
     }
     status = 200 if filters.is_valid() else 400
-    return vary_on_htmx(render(request, "agents/runs.html#runs-charts", context, status=status))
+    return vary_on_htmx(render(request, "agents/_charts.html", context, status=status))
 
 
 def charts_query(request: HttpRequest, filters: ChartsFilterForm) -> str:

@@ -22,6 +22,7 @@ from core.charts.base import (
     count,
     millis,
     nice_ceiling,
+    seconds,
 )
 from core.charts.over_time import bar_chart, line_chart
 from core.charts.periods import PERIODS, Period, period_named
@@ -46,6 +47,7 @@ __all__ = [
     "count",
     "line_chart",
     "millis",
+    "seconds",
     "nice_ceiling",
     "period_named",
     "stacked_rows",

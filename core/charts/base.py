@@ -55,19 +55,28 @@ def count(value: float | None) -> str:
 
 
 def millis(value: float | None) -> str:
-    """0.4 ms, 47 ms, 1.2 s, 2 min 05 s."""
+    """0.4 ms, 47 ms, then as `seconds`: the one way a duration is written, in charts and on
+    every page (the `duration` and `ms_duration` filters)."""
     if value is None:
         return "—"
+    value = max(0.0, float(value))
     if value < 10:
         return f"{value:.1f} ms"
     if value < 1000:
         return f"{value:.0f} ms"
-    seconds = value / 1000
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    minutes, rest = divmod(int(seconds), 60)
+    return seconds(value / 1000)
+
+
+def seconds(value: float | None) -> str:
+    """0.4 s, 12.3 s, 47 s, 4 min 05 s, 2 h 03 min, 3 d 4 h."""
+    if value is None:
+        return "—"
+    value = max(0.0, float(value))
+    if value < 10:
+        return f"{value:.1f} s"
+    if value < 60:
+        return f"{value:.0f} s"
+    minutes, rest = divmod(int(value), 60)
     if minutes < 60:
         return f"{minutes} min {rest:02d} s"
     hours, minutes = divmod(minutes, 60)

@@ -36,6 +36,7 @@ from tenants.audit import audit_record
 from tenants.models import Invitation, Membership, Role, Tenant
 from tenants.principal import Principal
 from tenants.scope import system_scope, tenant_scope
+from tenants.services import membership_join
 
 logger = logging.getLogger(__name__)
 
@@ -296,27 +297,18 @@ def _accept(invitation: Invitation, user: Any) -> Accepted:
         if not claimed:  # used, revoked, replaced or expired since it was read
             raise errors.InvitationInvalid("This invitation can no longer be used.")
         invitation.accepted_at, invitation.accepted_by = now, user
-        membership, joined = Membership.objects.get_or_create(
-            tenant=tenant, user=user, defaults={"role": invitation.role}
+        membership, joined = membership_join(
+            tenant=tenant,
+            user=user,
+            role=invitation.role,
+            actor=Principal.for_member(tenant=tenant, user=user, role=invitation.role),
+            how={"invitation": str(invitation.pk)},
         )
-        actor = Principal.for_member(tenant=tenant, user=user, role=membership.role)
         audit_record(
             tenant=tenant,
-            actor=actor,
+            actor=Principal.for_member(tenant=tenant, user=user, role=membership.role),
             action="invitation.accepted",
             target=invitation,
             after={"email": invitation.email, "user": user.get_username(), "joined": joined},
         )
-        if joined:
-            audit_record(
-                tenant=tenant,
-                actor=actor,
-                action="membership.added",
-                target=membership,
-                after={
-                    "user": user.get_username(),
-                    "role": membership.role,
-                    "invitation": str(invitation.pk),
-                },
-            )
     return Accepted(invitation=invitation, membership=membership, joined=joined)

@@ -24,10 +24,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from tenants.audit import audit_record
 from tenants.auth.invitations import Accepted, invitations_accept_for_email, normalize_email
-from tenants.models import Membership, Role, SsoIdentity, Tenant
+from tenants.models import Role, SsoIdentity, Tenant
 from tenants.scope import system_scope, tenant_scope
+from tenants.services import membership_join
 
 logger = logging.getLogger(__name__)
 
@@ -186,15 +186,7 @@ def sso_sign_in(*, user, claims: dict[str, Any]) -> SignIn:
 
 def _join(tenant: Tenant, user, role: str) -> bool:
     with tenant_scope(tenant.pk, user_id=user.pk):
-        membership, created = Membership.objects.get_or_create(
-            tenant=tenant, user=user, defaults={"role": role}
+        _, created = membership_join(
+            tenant=tenant, user=user, role=role, actor=ACTOR, how={"via": "sso claims"}
         )
-        if created:
-            audit_record(
-                tenant=tenant,
-                actor=ACTOR,
-                action="membership.added",
-                target=membership,
-                after={"user": user.get_username(), "role": role, "via": "sso claims"},
-            )
     return created

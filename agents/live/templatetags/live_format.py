@@ -8,35 +8,14 @@ from typing import Any
 from django import template
 
 from approvals.policies import refusal
+from core import charts
 
 register = template.Library()
 
 
-@register.filter
-def duration(seconds: float | None) -> str:
-    """12.3 s, 4 min 05 s, 2 h 03 min."""
-    if seconds is None:
-        return "—"
-    seconds = max(0.0, float(seconds))
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    minutes, rest = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {rest:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
-
-
-@register.filter
-def ms_duration(ms: float | None) -> str:
-    """0.4 ms, 47 ms, then as `duration`."""
-    if ms is None:
-        return "—"
-    if ms < 10:
-        return f"{ms:.1f} ms"
-    return f"{ms:.0f} ms" if ms < 1000 else duration(ms / 1000)
+# The one duration format (core/charts/base.py): "12.3 s" from seconds, "47 ms" from milliseconds.
+register.filter("duration", charts.seconds)
+register.filter("ms_duration", charts.millis)
 
 
 @register.filter
@@ -70,7 +49,7 @@ def event_label(event: Any) -> str:
             )
         return f"Worker started {_step(data)} (attempt {data.get('attempt', 1)})"
     if kind == "run.lost":
-        ran = f", seen alive {ms_duration(data['ran_ms'])} into it" if data.get("ran_ms") else ""
+        ran = f", seen alive {charts.millis(data['ran_ms'])} into it" if data.get("ran_ms") else ""
         return (
             f"Worker {data.get('worker') or '?'} lost during {_step(data)} "
             f"(attempt {data.get('attempt', '?')}{ran}); queued again for another worker"
@@ -78,7 +57,7 @@ def event_label(event: Any) -> str:
     if kind == "step.finished":
         if data.get("duration_ms") is None:  # saved by a graph that runs elsewhere: not timed
             return f"Checkpoint saved after {_step(data)}"
-        took = ms_duration(data.get("duration_ms"))
+        took = charts.millis(data.get("duration_ms"))
         after = {
             "running": f"next: {data.get('next_step')}",
             "queued": f"next: {data.get('next_step')} (queued)",
