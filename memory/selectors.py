@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from agents.runtime.models import AgentSession, Message
 from core import tokens
-from memory import policies
+from memory import category_rules
 from memory.models import MemoryFact
 from memory.search import query_vectors, retrieval
 from tenants.models import Membership, Role
@@ -131,7 +131,7 @@ def subject_for(principal: Principal, subject_id: Any = None) -> Any:
         raise Http404 from None
     if principal.user is not None:
         staff = principal.role in (Role.ADMIN, Role.MANAGER)
-        if not staff or not policies.support_access(principal.tenant.pk):
+        if not staff or not category_rules.support_access(principal.tenant.pk):
             raise Http404
     membership = (
         Membership.objects.for_tenant(principal.tenant)
@@ -258,7 +258,7 @@ def group_by_category(
     history = history_of(
         tenant_id=tenant_id, subject_id=subject_id, lineages=[f.lineage for f in facts]
     )
-    known = policies.categories(tenant_id)
+    known = category_rules.categories(tenant_id)
     groups: dict[str, dict[str, Any]] = {}
     order = list(known)
     for fact in facts:

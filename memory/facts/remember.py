@@ -24,7 +24,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from core.errors import AppError, BadInput
-from memory import errors, policies
+from memory import category_rules, errors
 from memory.facts import duplicates, services
 from memory.models import MemoryFact, SourceKind
 
@@ -55,7 +55,7 @@ class _Item:
     text: str
     normalized: str
     key: str
-    rules: policies.Rules
+    rules: category_rules.Rules
     confidence: float
     occurred_at: dt.datetime | None
     value: dict[str, Any] | None = None
@@ -134,7 +134,7 @@ def _remember(
     *,
     by_agent: bool,
 ) -> list[Remembered | AppError]:
-    known = policies.categories(tenant_id)
+    known = category_rules.categories(tenant_id)
     outcomes: list[Remembered | AppError | None] = [None] * len(facts)
     accepted: list[tuple[int, _Item]] = []
     for index, data in enumerate(facts):
@@ -155,7 +155,9 @@ def _remember(
     return [outcome for outcome in outcomes if outcome is not None]
 
 
-def _clean(data: Mapping[str, Any], known: dict[str, policies.Rules], *, by_agent: bool) -> _Item:
+def _clean(
+    data: Mapping[str, Any], known: dict[str, category_rules.Rules], *, by_agent: bool
+) -> _Item:
     # The checks in the order a caller learns of them, so one mistake has one code.
     text, normalized, value = services.clean_content(data.get("text"), data.get("value"))
     key = services.clean_key(data.get("key", ""))
@@ -211,11 +213,11 @@ class _Plan:
         self.evicted: set[uuid.UUID] = set()  # stored lineages to delete
         self.dropped_texts: list[str] = []  # new facts evicted again by a later item
         self.answers: list[tuple[Remembered, MemoryFact]] = []
-        self.clock = policies.now() - _TICK
+        self.clock = category_rules.now() - _TICK
 
     def apply(self, item: _Item) -> Remembered:
         # Every item its own instant, strictly after the one before, as if posted in turn.
-        self.clock = now = max(policies.now(), self.clock + _TICK)
+        self.clock = now = max(category_rules.now(), self.clock + _TICK)
         same_keys = {item.key, ""} if item.key else {""}
         twin = next(
             (

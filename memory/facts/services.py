@@ -19,7 +19,7 @@ from django.db.models.functions import Least
 
 from agents.runtime.models import AgentSession
 from agents.runtime.queue import BROKER_DOWN
-from memory import errors, policies, tasks
+from memory import category_rules, errors, tasks
 from memory.facts import values
 from memory.facts.secrets import secret_kind
 from memory.models import MemoryFact, MemoryPolicy, MemorySettings, SourceKind
@@ -78,7 +78,7 @@ def clean_ttl(ttl_minutes: Any) -> float | None:
 
 
 def expiry(
-    rules: policies.Rules, now: dt.datetime, ttl_minutes: float | None, *, since=None
+    rules: category_rules.Rules, now: dt.datetime, ttl_minutes: float | None, *, since=None
 ) -> dt.datetime | None:
     """When a fact written (or refreshed) at `now` expires: its own TTL from `now`, but never
     after its category's TTL from `since` (its last write; default `now`)."""
@@ -106,8 +106,8 @@ def clean_key(key: Any) -> str:
     return key
 
 
-def _rules(tenant_id: Any, category: Any) -> policies.Rules:
-    known = policies.categories(tenant_id)
+def _rules(tenant_id: Any, category: Any) -> category_rules.Rules:
+    known = category_rules.categories(tenant_id)
     if not isinstance(category, str) or category not in known:
         raise errors.UnknownCategory(detail={"known": sorted(known)})
     return known[category]
@@ -123,8 +123,8 @@ def facts_refresh_ttl(*, tenant_id: Any, facts: list[MemoryFact]) -> int:
     """Facts just read with `refresh_ttl` (LangGraph's store): those with a TTL of their own
     expire that long from now again, never past their category's TTL from their last write.
     One UPDATE for all of them; facts without a TTL are left alone."""
-    now = policies.now()
-    known = policies.categories(tenant_id)
+    now = category_rules.now()
+    known = category_rules.categories(tenant_id)
     changed = []
     for fact in facts:
         rules = known.get(fact.category)
@@ -157,7 +157,7 @@ def fact_supersede(
     rules = _rules(old.tenant_id, category)
     text, norm, value = clean_content(text, value)
     ttl_minutes = clean_ttl(ttl_minutes)
-    now = policies.now()
+    now = category_rules.now()
     closed = (
         MemoryFact.objects.for_tenant(old.tenant_id)
         .filter(pk=old.pk, valid_until__isnull=True)
@@ -334,7 +334,7 @@ def policy_set(
     category: str,
     label: str = "",
     ttl_days: int | None = None,
-    max_facts_per_subject: int = policies.DEFAULT_MAX_FACTS,
+    max_facts_per_subject: int = category_rules.DEFAULT_MAX_FACTS,
     agents_may_write: bool = True,
 ) -> MemoryPolicy:
     """Create or change a category's rules; live facts of it get the new expiry."""
@@ -355,7 +355,7 @@ def policy_set(
             "agents_may_write": agents_may_write,
         },
     )
-    rules = policies.categories(tenant.pk)[category]
+    rules = category_rules.categories(tenant.pk)[category]
     _reapply_ttl(tenant.pk, rules)
     audit_record(
         tenant=tenant,
@@ -372,7 +372,7 @@ def policy_set(
     return policy
 
 
-def _reapply_ttl(tenant_id: Any, rules: policies.Rules) -> None:
+def _reapply_ttl(tenant_id: Any, rules: category_rules.Rules) -> None:
     """The category's TTL from each fact's last write; a fact's own TTL (counted again from
     its last write, a refresh by reading forgotten) when that ends sooner."""
     facts = MemoryFact.objects.for_tenant(tenant_id).filter(category=rules.category)

@@ -11,7 +11,7 @@ from django.utils.text import Truncator
 
 from agents.runtime import selectors as runtime_selectors
 from core.confirm import Confirmation, Trigger
-from memory import policies, selectors
+from memory import category_rules, selectors
 from memory.models import MemoryFact
 from memory.search import embeddings
 from tenants.models import Role, Scope
@@ -75,7 +75,7 @@ def privacy_context(
         "clear_url": Filters().page_url(page_subject),
         "embeddings_on": embeddings.get_provider() is not None,
         "may_support": principal.role in (Role.ADMIN, Role.MANAGER)
-        and policies.support_access(tenant_id),
+        and category_rules.support_access(tenant_id),
         "is_admin": principal.can(Scope.ADMIN),
     }
 
@@ -89,7 +89,7 @@ def overview(
 ) -> list[dict[str, Any]]:
     """One entry per category that holds facts (the tenant's order): how many, how many the
     search matches, the page showing only it, and whether the list shows only it now."""
-    known = policies.categories(tenant_id)
+    known = category_rules.categories(tenant_id)
     order = list(known)
     totals: dict[str, int] = {}
     for fact in facts:

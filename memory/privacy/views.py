@@ -25,7 +25,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from core.confirm import confirmation_response
 from core.errors import AppError
 from core.htmx import is_partial, vary_on_htmx
-from memory import policies, selectors
+from memory import category_rules, selectors
 from memory.facts import services
 from memory.forms import (
     DeleteAllForm,
@@ -256,8 +256,8 @@ def memory_settings(request: HttpRequest) -> HttpResponse:
                 policy_form.add_error(None, exc.message)
         status = 400
     context = {
-        "support_access": policies.support_access(principal.tenant.pk),
-        "rules": policies.categories(principal.tenant.pk).values(),
+        "support_access": category_rules.support_access(principal.tenant.pk),
+        "rules": category_rules.categories(principal.tenant.pk).values(),
         "custom": set(
             MemoryPolicy.objects.for_tenant(principal.tenant).values_list("category", flat=True)
         ),

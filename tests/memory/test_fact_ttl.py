@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from memory import policies
+from memory import category_rules
 from memory.facts import retention, services
 from tenants.scope import tenant_scope
 from tests import factories
@@ -80,7 +80,7 @@ def test_reading_with_refresh_ttl_moves_the_expiry_and_a_plain_read_does_not(ada
     put(ada, value={"a": 1}, ttl_minutes=10)
     [before] = facts_of(ada)
     later = timezone.now() + dt.timedelta(minutes=8)
-    monkeypatch.setattr(policies, "now", lambda: later)
+    monkeypatch.setattr(category_rules, "now", lambda: later)
     url = f"/api/v1/memory/subjects/{ada.user_id}/facts"
     assert api.get(url, {"key": "k"}).status_code == 200
     assert facts_of(ada)[0].expires_at == before.expires_at
@@ -98,7 +98,7 @@ def test_a_refresh_never_passes_the_policy_counted_from_the_last_write(ada, memb
     put(ada, value={"a": 1}, ttl_minutes=60 * 20)
     [fact] = facts_of(ada)
     later = timezone.now() + dt.timedelta(hours=10)
-    monkeypatch.setattr(policies, "now", lambda: later)
+    monkeypatch.setattr(category_rules, "now", lambda: later)
     with tenant_scope(ada.tenant_id):
         services.facts_refresh_ttl(tenant_id=ada.tenant_id, facts=[fact])
     [after] = facts_of(ada)
@@ -144,7 +144,7 @@ def test_support_access_reads_but_never_refreshes(ada, members, client_for, monk
         services.support_access_set(actor=admin, enabled=True)
     put(ada, value={"a": 1}, ttl_minutes=10)
     [before] = facts_of(ada)
-    monkeypatch.setattr(policies, "now", lambda: timezone.now() + dt.timedelta(minutes=8))
+    monkeypatch.setattr(category_rules, "now", lambda: timezone.now() + dt.timedelta(minutes=8))
     url = f"/api/v1/memory/subjects/{ada.user_id}/facts"
     response = client_for("manager").get(url, {"refresh_ttl": "true"})
     assert response.status_code == 200 and len(response.json()["results"]) == 1
