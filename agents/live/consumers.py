@@ -30,7 +30,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from agents.live import render, watch
+from agents.live import hub, render, watch
 from agents.live.access import Refused, principal_for
 from agents.live.broadcast import run_group, tenant_group
 from agents.runtime.progress import LIVE_KINDS
@@ -204,11 +204,30 @@ class LiveConsumer(AsyncWebsocketConsumer):
         seq = event.get("seq")
         if seq is not None and seq <= view.after:
             return  # already shown (read from the database by an earlier catch-up)
-        await self._catch_up(view)
+        await self._catch_up(view, upto=seq)
 
-    async def _catch_up(self, view: render.RunView) -> None:
+    async def _catch_up(self, view: render.RunView, upto: int | None = None) -> None:
+        """Bring the page up to the present, through at least event `upto`. Every socket of
+        this process on the run that shows the same event and sees as this one does gets the
+        one update read and rendered for all of them (agents/live/hub.py)."""
+        principal, after = view.principal, view.after
+        key = ("run", view.run_id, after, hub.viewer_class(principal))
+
+        def read() -> Any:
+            return database_sync_to_async(render.run_update)(principal, view.run_id, after)
+
         try:
-            sent = await database_sync_to_async(render.run_catch_up)(view)
+            update = await hub.work.shared(key, read)
+            if upto is not None and update.upto < upto:
+                # An answer read before that event committed (another socket's, a moment
+                # ago): read again for this one.
+                update = await database_sync_to_async(render.run_update)(
+                    principal, view.run_id, after
+                )
+            if update.packed:
+                sent = await database_sync_to_async(render.run_messages)(view, update)
+            else:
+                sent = render.run_messages(view, update)
         except Refused as exc:  # e.g. the run was moved out of sight: stop following it
             logger.warning("live socket of user %s: %s", self._who(), exc)
             self.runs.pop(view.run_id, None)

@@ -10,10 +10,8 @@ element already on the page is replaced in place), so an update shown twice is h
 
 from __future__ import annotations
 
-import threading
-import time
+import copy
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,64 +74,61 @@ def _visible_run(principal: Principal, run_id: Any) -> Run:
 # --- one run --------------------------------------------------------------------------------------
 
 
-def run_catch_up(view: RunView) -> list[str]:
-    """Messages bringing a page that shows events up to `view.after` to the present."""
-    with _scoped(view.principal):
+@dataclass(frozen=True)
+class RunUpdate:
+    """What brings a run page from one event to the present, the same for every socket of
+    one viewer class (agents/live/hub.py): the run as it is, the last event shown, the
+    rendered update, and whether a step that finished packed a context (each socket then
+    adds the context record it may see)."""
+
+    run: Run
+    upto: int
+    html: str
+    packed: bool
+
+
+def run_update(principal: Principal, run_id: str, after: int) -> RunUpdate:
+    """The update after event `after` of the run, as `principal` may see it (Refused if it
+    may not see the run); `upto` is `after` and `html` empty when there is nothing new."""
+    with _scoped(principal):
         # Events first, then the run and the rest: each statement sees the commits made
         # before it, so what is rendered is at least as new as the last event it answers.
         events = list(
-            RunEventLog.objects.for_tenant(view.principal.tenant)
-            .filter(run_id=view.run_id, seq__gt=view.after)
+            RunEventLog.objects.for_tenant(principal.tenant)
+            .filter(run_id=run_id, seq__gt=after)
             .order_by("seq")[:CATCH_UP_LIMIT]
         )
-        run = _visible_run(view.principal, view.run_id)  # nothing leaves if this refuses
-        view.run = run
+        run = _visible_run(principal, run_id)  # nothing leaves if this refuses
         if not events:
-            return []
-        # Every socket on this run at this point gets the same update: render it once.
-        key = (view.run_id, view.after, events[-1].seq, run.version, view.principal.scopes)
-        html = _cache.get(key)
-        if html is None:
-            html = _cache.put(key, _run_batch(view, run, events))
-        html += _packed_context(view, run, events)
-    view.after = events[-1].seq
-    return [html + _seq_marker(run, view.after)]
+            return RunUpdate(run, after, "", False)
+        finished = {
+            e.data.get("step_seq") for e in events if e.kind == "step.finished" and e.data
+        } - {None}
+        packed = bool(finished) and selectors.packed_contexts(run).filter(seq__in=finished).exists()
+        view = RunView(principal=principal, run_id=run_id, after=after, run=run)
+        return RunUpdate(run, events[-1].seq, _run_batch(view, run, events), packed)
 
 
-def _packed_context(view: RunView, run: Run, events: list[RunEventLog]) -> str:
-    """The context record, when a step that packed one finished. Per socket, never shared:
-    what a remembered fact says is shown only to whoever may read that person's memories."""
-    finished = {e.data.get("step_seq") for e in events if e.kind == "step.finished" and e.data} - {
-        None
-    }
-    if not finished or not selectors.packed_contexts(run).filter(seq__in=finished).exists():
-        return ""
-    records = context_record.records_for(view.principal, run)
-    return render_to_string(CONTEXT, {"run": run, "records": records}) + "\n"
+def run_messages(view: RunView, update: RunUpdate) -> list[str]:
+    """One socket's messages for an update: the shared part, the context record this socket
+    may see (only when a step packed one), and the socket's own clock. Moves `view` on."""
+    view.run = update.run
+    if update.upto <= view.after:
+        return []  # nothing this page lacks
+    html = update.html
+    if update.packed:
+        with _scoped(view.principal):
+            records = context_record.records_for(view.principal, update.run)
+        html += render_to_string(CONTEXT, {"run": update.run, "records": records}) + "\n"
+    view.after = update.upto
+    # The marker writes the seq shown into the run it is given: its own copy.
+    return [html + _seq_marker(copy.copy(update.run), update.upto)]
 
 
-class _Renders:
-    """A few seconds of rendered updates, shared by the sockets of one process."""
-
-    def __init__(self, size: int = 256, ttl: float = 2.0) -> None:
-        self.size, self.ttl = size, ttl
-        self.items: OrderedDict[tuple, tuple[float, str]] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key: tuple) -> str | None:
-        with self.lock:
-            found = self.items.get(key)
-        return found[1] if found and time.monotonic() - found[0] < self.ttl else None
-
-    def put(self, key: tuple, html: str) -> str:
-        with self.lock:
-            self.items[key] = (time.monotonic(), html)
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
-        return html
-
-
-_cache = _Renders()
+def run_catch_up(view: RunView) -> list[str]:
+    """Messages bringing a page that shows events up to `view.after` to the present (one
+    socket on its own: a subscription, or a test)."""
+    return run_messages(view, run_update(view.principal, view.run_id, view.after))
 
 
 def run_activity(view: RunView, event: dict[str, Any]) -> list[str]:
