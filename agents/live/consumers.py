@@ -187,8 +187,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
             if str(_tenant_of(feed)) != str(event.get("tenant_id")):
                 continue
             if kind == "runs":
-                update = database_sync_to_async(render.runs_update)
-                await self._send_all(await update(feed, event))
+                await self._send_all(
+                    render.runs_messages(feed, await _runs_event(feed, event), event)
+                )
             else:  # the feed answers [] for what its page does not show
                 render_feed = database_sync_to_async(render.feed_messages)
                 await self._send_all(await render_feed(kind, feed, event))
@@ -271,6 +272,23 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
     def _who(self) -> str:
         return str(getattr(self.scope.get("user"), "pk", None) or "anonymous")
+
+
+async def _runs_event(feed: render.RunsView, event: dict[str, Any]) -> render.RunsEvent:
+    """What the event changes in runs lists as this socket's viewer class sees them: read and
+    rendered once for all the process's sockets of that class (agents/live/hub.py)."""
+    principal = feed.principal
+    key = (
+        "runs",
+        hub.viewer_class(principal),
+        event.get("run_id"),
+        event.get("kind"),
+        event.get("seq"),
+        event.get("status"),
+    )
+    return await hub.work.shared(
+        key, lambda: database_sync_to_async(render.runs_event)(principal, event)
+    )
 
 
 def _tenant_of(feed: Any) -> Any:

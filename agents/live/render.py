@@ -290,29 +290,52 @@ def runs_snapshot(view: RunsView) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class RunsEvent:
+    """What an event changes in runs lists, the same for every socket of one viewer class
+    (agents/live/hub.py): the run as that class sees it (None: not theirs to see), its row,
+    and the counts."""
+
+    run: Run | None
+    row: str = ""
+    counts: str = ""
+
+
+def runs_event(principal: Principal, event: dict[str, Any]) -> RunsEvent:
+    run_id = str(event.get("run_id") or "")
+    with _scoped(principal):
+        found = selectors.runs_for(principal).select_related("created_by").filter(pk=run_id).first()
+        if found is None:
+            return RunsEvent(None)  # another member's run: nothing at all
+        plain = principal.sees_only_own  # an end user's words (status badge, outcome)
+        pages.dress_runs([found], plain=plain)
+        row = render_to_string(f"{RUNS}#run-row", {"run": found, "plain": plain})
+        if principal.sees_only_own:
+            counts = selectors.status_counts(principal)  # her own runs
+        else:  # the tenant's: the same for every socket watching it
+            counts = selectors.tenant_status_counts_after(principal.tenant.pk, event)
+    context = {"counts": counts, "principal": principal}
+    return RunsEvent(found, row, render_to_string(f"{RUNS}#run-counts", context))
+
+
+def runs_messages(view: RunsView, shared: RunsEvent, event: dict[str, Any]) -> list[str]:
+    """One socket's messages: the run's row if its list shows it (or it is new and fits the
+    filter), and the counts. No database: runs in the event loop."""
+    if shared.run is None:
+        return []
+    run_id = str(event.get("run_id") or "")
+    messages: list[str] = []
+    fits = event.get("kind") == "run.queued" and pages.run_matches(shared.run, view.form())
+    if run_id in view.shown or fits:
+        view.shown.add(run_id)
+        messages.append(f'<tbody hx-swap-oob="afterbegin:#runs-tbody">{shared.row}</tbody>')
+    messages.append(shared.counts)
+    return messages
+
+
 def runs_update(view: RunsView, event: dict[str, Any]) -> list[str]:
     """The run's row (if the list shows it, or it is new and fits the filter) and the counts."""
-    run_id = str(event.get("run_id") or "")
-    with _scoped(view.principal):
-        run = selectors.runs_for(view.principal).select_related("created_by").filter(pk=run_id)
-        found = run.first()
-        if found is None:
-            return []  # another member's run: nothing at all
-        messages: list[str] = []
-        fits = event.get("kind") == "run.queued" and pages.run_matches(found, view.form())
-        if run_id in view.shown or fits:
-            view.shown.add(run_id)
-            plain = view.principal.sees_only_own  # an end user's words (status badge, outcome)
-            pages.dress_runs([found], plain=plain)
-            row = render_to_string(f"{RUNS}#run-row", {"run": found, "plain": plain})
-            messages.append(f'<tbody hx-swap-oob="afterbegin:#runs-tbody">{row}</tbody>')
-        if view.principal.sees_only_own:
-            counts = selectors.status_counts(view.principal)  # her own runs
-        else:  # the tenant's: the same for every socket watching it
-            counts = selectors.tenant_status_counts_after(view.principal.tenant.pk, event)
-    context = {"counts": counts, "principal": view.principal}
-    messages.append(render_to_string(f"{RUNS}#run-counts", context))
-    return messages
+    return runs_messages(view, runs_event(view.principal, event), event)
 
 
 # --- tenant feeds (the approvals inbox and its badge) ---------------------------------------------

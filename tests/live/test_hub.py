@@ -155,3 +155,44 @@ def test_a_member_never_gets_the_update_read_for_managers_of_another_members_run
             assert await intruder.nothing()
 
     run_async(scenario)
+
+
+@pytestmark_sockets
+def test_a_runs_list_event_is_read_once_for_every_managers_list_and_never_for_a_member_twice(
+    tenant_a, start_run, monkeypatch
+):
+    alice = factories.make_member(tenant_a, Role.MEMBER)
+    bob = factories.make_member(tenant_a, Role.MEMBER)
+    managers = [factories.make_member(tenant_a, Role.MANAGER) for _ in range(6)]
+    cookies = [session_cookie(m.user) for m in managers]
+    bobs = session_cookie(bob.user)
+    reads: list[str] = []
+    real = render.runs_event
+
+    def counted(principal, event):
+        reads.append(principal.role)
+        return real(principal, event)
+
+    monkeypatch.setattr(render, "runs_event", counted)
+
+    async def scenario():
+        lists = [Socket(cookie) for cookie in cookies]
+        other = Socket(bobs)
+        for ws in [*lists, other]:
+            await ws.__aenter__()
+            await ws.subscribe("runs", filter="")
+            await ws.receive()  # the table
+            await ws.receive()  # the counts
+        try:
+            run = await asyncio.to_thread(start_run, alice)
+            got = [await ws.receive_until(str(run.pk)) for ws in lists]
+            assert await other.nothing()  # alice's run: bob's list hears nothing of it
+        finally:
+            for ws in [*lists, other]:
+                await ws.__aexit__(None, None, None)
+        return got
+
+    got = run_async(scenario)
+    assert all(parts for parts in got)
+    events = reads.count(Role.MEMBER)  # bob's one socket reads each event once
+    assert events >= 1 and reads.count(Role.MANAGER) <= events + 1
