@@ -25,12 +25,13 @@ TEST_RUN = AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
 TEST_RUN_SOLO = AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
 	  $(PY) -m config.embedded exec -- $(PY) -m pytest -n0
 
-# The browser (`e2e`) and `solo` tests (they time kills and restarts against steps and
-# pages) run after the parallel pass, one at a time, on a machine no other test loads: under
-# three workers they failed now and then. pytest's exit 5 (none selected) is fine there.
+# The browser tests (`e2e`) run in the parallel pass, on one worker one after another while
+# the others share out the rest (tests/parallel.py). The `solo` tests (they time kills of
+# workers against steps) run after it, one at a time, on a machine no other test loads.
+# pytest's exit 5 (none selected) is fine there.
 test: $(STAMP)
-	$(TEST_RUN) -m "not solo and not e2e" $(PYTEST_ARGS)
-	$(TEST_RUN_SOLO) -m "solo or e2e" $(SOLO_ARGS) || [ $$? -eq 5 ]
+	$(TEST_RUN) -m "not solo" $(PYTEST_ARGS)
+	$(TEST_RUN_SOLO) -m "solo" $(SOLO_ARGS) || [ $$? -eq 5 ]
 
 test-fast: $(STAMP)
 	$(TEST_RUN) -m "not e2e and not slow and not solo" --reuse-db $(PYTEST_ARGS)

@@ -125,12 +125,20 @@ def api_key_revoke(*, actor: Principal, key: ApiKey) -> ApiKey:
 
 
 def api_key_touch(*, key: ApiKey) -> None:
-    """Record use at most once a minute, so reads do not each cost a write."""
+    """Record use at most once a minute, so reads do not each cost a write; and after the
+    request's own transaction has committed, in one of its own (on the primary), so a GET's
+    transaction writes nothing and may read from a replica. A request that fails records
+    nothing."""
     now = timezone.now()
     if key.last_used_at and (now - key.last_used_at).total_seconds() < 60:
         return
-    ApiKey.objects.for_tenant(key.tenant_id).filter(pk=key.pk).update(last_used_at=now)
     key.last_used_at = now
+
+    def record() -> None:
+        with scope.tenant_scope(key.tenant_id):
+            ApiKey.objects.for_tenant(key.tenant_id).filter(pk=key.pk).update(last_used_at=now)
+
+    transaction.on_commit(record)
 
 
 @transaction.atomic

@@ -25,7 +25,6 @@ from django.db.models import (
     OuterRef,
     Q,
     QuerySet,
-    Subquery,
     Sum,
 )
 from django.db.models.functions import Coalesce, Greatest
@@ -35,7 +34,7 @@ from django.utils import timezone
 from agents.runtime import graph_runs
 from agents.runtime.definitions import all_agents
 from agents.runtime.metrics import record_sweep
-from agents.runtime.models import FINISHED, Run, RunEventLog, RunStatus, StuckCount
+from agents.runtime.models import FINISHED, Run, RunStatus, StuckCount
 from approvals.models import ApprovalRequest, ApprovalStatus
 from core.redis_client import client as redis_client
 from tenants.scope import system_scope
@@ -149,12 +148,11 @@ def _approval_overdue(now: dt.datetime) -> Exists:
 
 
 def _queued_since() -> Greatest:
-    # The run's latest event is what put it in the queue (a step that yielded, a retry, a
-    # resume); the recovery sweep sets not_before when it requeues or wakes a run without one.
-    last_event = RunEventLog.objects.filter(run_id=OuterRef("pk"), seq=OuterRef("event_seq"))
+    # When the run entered the queue (queued_at, kept by the database on every write that
+    # queues it), or the time it was due if that is later (a retry's backoff).
     return Greatest(
         Coalesce(F("not_before"), F("created_at")),
-        Coalesce(Subquery(last_event.values("created_at")[:1]), F("created_at")),
+        Coalesce(F("queued_at"), F("created_at")),
         output_field=DateTimeField(),
     )
 
@@ -242,25 +240,11 @@ def reasons_in_python(runs: list[Run], now: dt.datetime) -> dict[Any, list[Reaso
         if waiting
         else []
     )
-    queued = [r for r in runs if r.status == RunStatus.QUEUED]
-    last_event: dict[Any, dt.datetime] = {}
-    if queued:
-        wanted = Q(pk__in=[])
-        for r in queued:
-            wanted |= Q(run_id=r.pk, seq=r.event_seq)
-        for run_id, created in (
-            RunEventLog.objects.for_tenant(tenant)
-            .filter(wanted)
-            .values_list("run_id", "created_at")
-        ):
-            last_event[run_id] = created
     known = {a.name: a for a in all_agents()}
-    return {run.pk: _reasons(run, now, overdue, last_event, known) for run in runs}
+    return {run.pk: _reasons(run, now, overdue, known) for run in runs}
 
 
-def _reasons(
-    run: Run, now: dt.datetime, overdue: set, last_event: dict, known: dict
-) -> list[Reason]:
+def _reasons(run: Run, now: dt.datetime, overdue: set, known: dict) -> list[Reason]:
     if run.resolved_at is not None and run.resolved_at >= run.updated_at:
         return []
     code = (run.error or {}).get("code") if isinstance(run.error, dict) else None
@@ -276,7 +260,7 @@ def _reasons(
         and run.not_before < now - _timer_grace(),
         "queued_too_long": run.status == RunStatus.QUEUED
         and run.created_at < limit
-        and max(run.not_before or run.created_at, last_event.get(run.pk, run.created_at)) < limit,
+        and max(run.not_before or run.created_at, run.queued_at or run.created_at) < limit,
         "graph_silent": run.status == RunStatus.RUNNING
         and run.agent == graph_runs.AGENT
         and run.updated_at < now - _graph_silence(),

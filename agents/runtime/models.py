@@ -146,6 +146,10 @@ class Run(TenantOwned):
     version = models.PositiveIntegerField(default=1)
     state_schema_version = models.PositiveIntegerField(default=1)
     not_before = models.DateTimeField(null=True, blank=True)  # retry backoff or timer
+    # When the run last entered the queue (started, a step yielded, a retry, a resume, a
+    # requeue): set by the database itself (engine/sql/queued_at_v1.sql) on every write that
+    # makes a run queued, so no writer can forget it. NULL for a run never queued since.
+    queued_at = models.DateTimeField(null=True, blank=True, editable=False)
     waiting_for = models.CharField(max_length=100, blank=True)  # event name or approval id
     wake_payload = models.JSONField(null=True, blank=True)  # event or decision for next step
     cancel_requested = models.BooleanField(default=False)

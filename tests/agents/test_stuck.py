@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from agents.console import stuck
 from agents.console.stuck import detect_stuck
-from agents.runtime.models import Run, RunEvent
+from agents.runtime.models import Run
 from approvals.models import ApprovalRequest
 from tenants.scope import tenant_scope
 from tests.agents.console_helpers import ago, make_run
@@ -73,11 +73,10 @@ def test_a_run_queued_longer_than_the_threshold_is_stuck_because_no_worker_took_
     tenant_a, settings
 ):
     settings.AGENTSTATE_STUCK_QUEUED_SECONDS = 300
-    waiting = aged(make_run(tenant_a, status="queued"), created_at=ago(600))
-    requeued = aged(make_run(tenant_a, status="queued"), created_at=ago(600))
-    with tenant_scope(tenant_a.pk):  # a step finished a moment ago and queued it again
-        RunEvent.objects.create(tenant=tenant_a, run=requeued, seq=1, kind="step.finished")
-        Run.objects.filter(pk=requeued.pk).update(event_seq=1)
+    waiting = aged(make_run(tenant_a, status="queued"), created_at=ago(600), queued_at=ago(600))
+    requeued = aged(make_run(tenant_a, status="running"), created_at=ago(600), queued_at=ago(600))
+    # A step finished a moment ago and queued it again: the database notes when.
+    requeued = aged(requeued, status="queued")
     backing_off = aged(
         make_run(tenant_a, status="queued", not_before=ago(-30)), created_at=ago(600)
     )

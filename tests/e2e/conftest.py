@@ -26,7 +26,10 @@ CHROMIUM_ARGS = [
 SCREENSHOTS = BASE_DIR / "var" / "screenshots"
 
 
-@pytest.fixture(scope="session")
+# Package-scoped, not session-scoped: Playwright's sync API runs an event loop in this thread
+# while the browser is open, and the other tests that run on this pytest-xdist worker after the
+# browser tests (tests/parallel.py) call asyncio.run(), which refuses a running loop.
+@pytest.fixture(scope="package")
 def browser():
     if not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists():
         pytest.fail(f"Chromium not found at {CHROMIUM}; install Debian's chromium package")

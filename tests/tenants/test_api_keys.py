@@ -6,6 +6,7 @@ import json
 from datetime import datetime, timedelta
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -29,12 +30,40 @@ def test_only_a_hash_of_the_key_is_stored(tenant_a):
     assert stored.prefix in created.raw and len(stored.key_hash) == 64
 
 
-def test_a_valid_key_authenticates_as_its_tenant_and_records_last_use(tenant_a):
+def test_a_valid_key_authenticates_as_its_tenant_and_records_last_use(
+    tenant_a, django_capture_on_commit_callbacks
+):
     created = factories.make_api_key(tenant_a, ["read"])
-    response = api(created.raw).get("/api/v1/me")
+    with django_capture_on_commit_callbacks(execute=True):  # the use is written after commit
+        response = api(created.raw).get("/api/v1/me")
     assert response.status_code == 200, response.content
     assert response.json()["tenant"]["slug"] == "acme-test"
     assert response.json()["scopes"] == ["read"]
+    with tenant_scope(tenant_a.pk):
+        assert ApiKey.objects.for_tenant(tenant_a).get().last_used_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_get_with_a_key_writes_nothing_in_its_own_transaction_and_records_the_use_after(
+    tenant_a,
+):
+    """The request's transaction only reads (it could run on a replica); the key's last use
+    is written after it commits, in a transaction of its own."""
+    created = factories.make_api_key(tenant_a, ["read"])
+    seen: list[tuple[str, int | None]] = []
+
+    def spy(execute, sql, params, many, context):
+        blocks = connection.atomic_blocks
+        seen.append((sql, id(blocks[0]) if blocks else None))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(spy):
+        assert api(created.raw).get("/api/v1/runs").status_code == 200
+    request_txn = next(txn for sql, txn in seen if 'FROM "agents_run"' in sql)
+    [(update, txn)] = [(sql, txn) for sql, txn in seen if sql.startswith("UPDATE")]
+    assert "last_used_at" in update and txn is not None and txn != request_txn
+    writes = [sql for sql, txn in seen if txn == request_txn and not sql.startswith("SELECT")]
+    assert all("set_config" in sql or sql.startswith(("SET ", "WITH")) for sql in writes), writes
     with tenant_scope(tenant_a.pk):
         assert ApiKey.objects.for_tenant(tenant_a).get().last_used_at is not None
 
