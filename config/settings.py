@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config import embedded
-from core.env import env_bool, env_float, env_int, env_list, env_str, env_url
+from core.env import env_bool, env_float, env_hosts, env_int, env_list, env_str, env_url
+from core.redis_client import sentinel_broker_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -63,6 +65,12 @@ REDIS_URL = _required(
     embedded.running_redis_url,
     _EMBEDDED_HINT,
 )
+# Redis that fails over: the Sentinels to ask (host:port, comma-separated) for the current
+# primary of the service REDIS_SENTINEL_MASTER. REDIS_URL then gives only the database number
+# and the password (its host is not used). Every client follows the primary: the broker, the
+# channel layer, rate limits, liveness keys, caches (core/redis_client.py).
+REDIS_SENTINELS = env_hosts("REDIS_SENTINELS", default_port=26379)
+REDIS_SENTINEL_MASTER = env_str("REDIS_SENTINEL_MASTER", "agentstate") or "agentstate"
 # Connections are bounded per process. A web process (config/asgi.py turns AGENTSTATE_DB_POOL
 # on) serves each request in a thread of its own, where a persistent connection would outlive
 # its thread and pile up; it shares a pool of at most DB_POOL_MAX_SIZE instead, and a request
@@ -283,6 +291,9 @@ SPECTACULAR_SETTINGS = {
 
 # --- Celery: at-least-once delivery; results live in PostgreSQL, not in a result backend. ---------
 CELERY_BROKER_URL = REDIS_URL
+if REDIS_SENTINELS:
+    CELERY_BROKER_URL = sentinel_broker_url(REDIS_URL, REDIS_SENTINELS)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"master_name": REDIS_SENTINEL_MASTER}
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -325,16 +336,30 @@ CELERY_TIMEZONE = TIME_ZONE
 WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 5.0, minimum=0.5)
 WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 20, minimum=1)
 
+
 # Redis pub/sub: a group is a Redis channel, group_add a SUBSCRIBE on the process's one
 # pub/sub connection, and agents.live.broadcast PUBLISHes to it from the engine (one host
 # only: with several the layer would spread groups over them, and the sender refuses).
+def _channel_layer_host() -> dict:
+    # The layer's receiver polls the pub/sub connection with reads of its own 0.1 s timeout,
+    # so an idle connection never hits socket_timeout; it bounds the commands (connect,
+    # SUBSCRIBE, PUBLISH) when Redis hangs.
+    if not REDIS_SENTINELS:
+        return {"address": REDIS_URL, "socket_timeout": 5}
+    parts = urlsplit(REDIS_URL)
+    return {
+        "sentinels": REDIS_SENTINELS,
+        "master_name": REDIS_SENTINEL_MASTER,
+        "db": int(parts.path.strip("/") or 0),
+        "password": parts.password,
+        "socket_timeout": 5,
+    }
+
+
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-        # The layer's receiver polls the pub/sub connection with reads of its own 0.1 s
-        # timeout, so an idle connection never hits socket_timeout; it bounds the commands
-        # (connect, SUBSCRIBE, PUBLISH) when Redis hangs.
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 5}]},
+        "CONFIG": {"hosts": [_channel_layer_host()]},
     }
 }
 

@@ -78,3 +78,14 @@ def env_url(name: str, *, schemes: tuple[str, ...]) -> str | None:
         allowed = ", ".join(f"{s}://" for s in schemes)
         raise ImproperlyConfigured(f"{name} must be a URL starting with {allowed}; got {raw!r}")
     return raw
+
+
+def env_hosts(name: str, *, default_port: int) -> list[tuple[str, int]]:
+    """Comma-separated host:port pairs (`sentinel-1:26379,sentinel-2:26379`); [] when unset."""
+    hosts = []
+    for item in env_list(name, []):
+        host, _, port = item.rpartition(":") if ":" in item else (item, "", str(default_port))
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ImproperlyConfigured(f"{name} must list host:port pairs; got {item!r}")
+        hosts.append((host, int(port)))
+    return hosts

@@ -24,6 +24,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from agents.conversations.threads import ThreadState
+from core.redis_client import connect as redis_connect
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +93,7 @@ def client() -> redis.Redis:
     global _client
     if _client is None:
         # Short timeouts and one retry: without Redis a step reads PostgreSQL instead of waiting.
-        _client = redis.Redis.from_url(
-            settings.REDIS_URL,
+        _client = redis_connect(
             socket_timeout=2,
             socket_connect_timeout=1,
             retry=Retry(NoBackoff(), 1),

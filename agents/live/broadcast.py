@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+import redis.sentinel
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
@@ -120,8 +121,6 @@ def target() -> Target:
             "live sender publishes to one (the pub/sub layer would spread groups over several "
             "by a hash of their names). Use one Redis host for the channel layer."
         )
-    if "master_name" in hosts[0]:
-        raise ImproperlyConfigured("the live sender does not support a Redis Sentinel host")
     return Target(prefix=config.get("prefix", "asgi"), host=hosts[0])
 
 
@@ -129,9 +128,17 @@ target()  # a misconfigured layer fails at startup (the ASGI app imports this mo
 
 
 def _connection(host: dict[str, Any]) -> ConnectionInterface:
-    """A connection to the layer's Redis; it connects when it first sends."""
+    """A connection to the layer's Redis; it connects when it first sends. Through Sentinel
+    (`sentinels` and `master_name`, as channels-redis takes them) it asks for the current
+    primary whenever it connects, so after a failed batch the next one goes to the new one."""
     options = {key: value for key, value in host.items() if key != "address"}
-    if "address" in host:
+    if "sentinels" in options:
+        sentinels, name = options.pop("sentinels"), options.pop("master_name")
+        options.pop("sentinel_kwargs", None)
+        timeout = options.get("socket_timeout") or 1.0
+        sentinel = redis.sentinel.Sentinel(sentinels, socket_timeout=timeout)
+        pool = sentinel.master_for(name, **options).connection_pool
+    elif "address" in host:
         pool = redis.ConnectionPool.from_url(host["address"], **options)
     else:
         pool = redis.ConnectionPool(**options)
@@ -238,6 +245,10 @@ class _Sender:
         CPU again as the send itself, and this thread's CPU is taken from the engine's GIL.
         """
         if commands:
+            if getattr(self.connection, "_sock", None) is None:
+                # connect() first: through Sentinel it is what asks for the current primary,
+                # which sending on an unconnected socket would skip.
+                self.connection.connect()
             self.connection.send_packed_command(self.connection.pack_commands(commands))
             for _ in commands:
                 self.connection.read_response()

@@ -8,7 +8,10 @@ within seconds instead of when their leases expire. The database lease stays the
 a worker declared dead that was only slow finds its writes fenced off by the run's version.
 
 When Redis restarted within the last expiry, keys may be missing for live workers: the sweep
-then trusts leases alone for that round. When Redis does not answer, likewise.
+then trusts leases alone for that round. Likewise after a failover (Redis Sentinel promoted a
+replica: another server, whose copies of the keys may have expired while the old primary was
+down): for twice the expiry after this process first sees a server it did not see before, so
+that live workers have reconnected and beaten into it. When Redis does not answer, likewise.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ PREFIX = "agentstate:alive:"
 SEEN_PREFIX = "agentstate:seen:"  # when the worker last beat, kept a day after it stops
 SEEN_TTL_SECONDS = 86400
 _last_warned = 0.0
+# The Redis server this process last asked (its run_id), and when it first saw it.
+_server: dict[str, object] = {"run_id": None, "since": 0.0}
 
 
 def key(worker: str) -> str:
@@ -79,14 +84,30 @@ def dead_among(workers: list[str]) -> list[str]:
         return []
     try:
         redis = client()
-        uptime = int(redis.info("server").get("uptime_in_seconds", 0))
-        if uptime < settings.AGENTSTATE_LIVENESS_SECONDS:
-            return []  # restarted recently: live workers may not have beaten since
+        server = redis.info("server")
+        if not _trusted(server):
+            return []  # restarted or failed over recently: live workers may not have beaten since
         alive = redis.mget([key(w) for w in workers])
     except Exception as exc:  # noqa: BLE001
         _warn("liveness unknown (%s); leases alone decide", exc)
         return []
     return [w for w, v in zip(workers, alive, strict=True) if v is None]
+
+
+def _trusted(server: dict) -> bool:
+    """Whether this Redis server has had time to hear every live worker's beat."""
+    expiry = settings.AGENTSTATE_LIVENESS_SECONDS
+    if int(server.get("uptime_in_seconds", 0)) < expiry:
+        return False
+    now, run_id = time.monotonic(), server.get("run_id")
+    if _server["run_id"] is None:  # the first server this process asks: as it was
+        _server.update(run_id=run_id, since=now - 2 * expiry)
+    elif run_id != _server["run_id"]:
+        logger.warning(
+            "Redis is another server now (a failover?): leases alone decide for %ss", 2 * expiry
+        )
+        _server.update(run_id=run_id, since=now)
+    return now - float(_server["since"]) >= 2 * expiry  # type: ignore[arg-type]
 
 
 def _warn(message: str, *args: object) -> None:

@@ -14,10 +14,10 @@ import time
 from collections import Counter
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
 from agents.runtime import progress
+from core.redis_client import connect as redis_connect
 
 PREFIX = "agentstate:metrics:"
 DURATION_KEY = PREFIX + "step_duration"  # per-bucket counts (not cumulative), sum, count
@@ -40,11 +40,7 @@ def redis_client(timeout: float = 2.0) -> Any:
     """A Redis client for the configured REDIS_URL (shared by this process)."""
     global _client
     if _client is None:
-        import redis
-
-        _client = redis.Redis.from_url(
-            settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout
-        )
+        _client = redis_connect(socket_timeout=timeout, socket_connect_timeout=timeout)
     return _client
 
 
