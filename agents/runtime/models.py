@@ -81,7 +81,10 @@ class Message(TenantOwned):
     """Append-only transcript. Checkpoints point into it by seq; they never copy it."""
 
     id = models.BigAutoField(primary_key=True)
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="messages")
+    # No index of its own: message_unique_seq (session, seq) serves every lookup by session.
+    session = models.ForeignKey(
+        AgentSession, on_delete=models.CASCADE, related_name="messages", db_index=False
+    )
     run = models.ForeignKey(
         "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
     )
@@ -398,7 +401,10 @@ class ToolCall(TenantOwned):
     """The ledger of side-effecting tool calls: intent before the call, outcome after."""
 
     id = models.BigAutoField(primary_key=True)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
+    # No index of its own: toolcall_unique_position (run, seq, call_index) serves it.
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="tool_calls", db_index=False
+    )
     seq = models.PositiveIntegerField()
     call_index = models.PositiveIntegerField()
     tool = models.CharField(max_length=100)
