@@ -976,7 +976,11 @@ def search_api(args) -> dict:
     product = InProcess(tenant)  # the category's policy, without the default cap
     person = product.subject("search")
     try:
-        with common.asgi_server("search", debug=os.environ.get("BENCH_DEBUG") == "1") as url:
+        with common.asgi_server(
+            "search",
+            debug=os.environ.get("BENCH_DEBUG") == "1",
+            tree=os.environ.get("BENCH_TREE") or None,  # another checkout's server (A/B)
+        ) as url:
             key = common.api_key_for(tenant)
             http = httpx.Client(
                 base_url=url + "/api/v1", headers={"Authorization": f"Bearer {key}"}, timeout=60
