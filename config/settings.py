@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -351,7 +351,7 @@ def _channel_layer_host() -> dict:
         "sentinels": REDIS_SENTINELS,
         "master_name": REDIS_SENTINEL_MASTER,
         "db": int(parts.path.strip("/") or 0),
-        "password": parts.password,
+        "password": unquote(parts.password) if parts.password else None,
         "socket_timeout": 5,
     }
 

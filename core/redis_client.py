@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import redis
 from django.conf import settings
@@ -26,7 +26,7 @@ def sentinel_broker_url(redis_url: str, sentinels: list[tuple[str, int]]) -> str
     """Celery's broker URL for kombu's Sentinel transport: one sentinel:// URL per Sentinel,
     with REDIS_URL's password and database (the service is named in the transport options)."""
     parts = urlsplit(redis_url)
-    auth = f":{quote(parts.password, safe='')}@" if parts.password else ""
+    auth = f":{quote(unquote(parts.password), safe='')}@" if parts.password else ""
     db = parts.path.strip("/") or "0"
     return ";".join(f"sentinel://{auth}{host}:{port}/{db}" for host, port in sentinels)
 
@@ -43,7 +43,7 @@ def connect(**options: Any) -> redis.Redis:
     return sentinel.master_for(
         settings.REDIS_SENTINEL_MASTER,
         db=int(parts.path.strip("/") or 0),
-        password=parts.password,
+        password=unquote(parts.password) if parts.password else None,
         **options,
     )
 

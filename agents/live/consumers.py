@@ -218,7 +218,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             return database_sync_to_async(render.run_update)(principal, view.run_id, after)
 
         try:
-            update = await hub.work.shared(key, read)
+            update = await hub.work.shared(key, read, keep=False)
             if upto is not None and update.upto < upto:
                 # An answer read before that event committed (another socket's, a moment
                 # ago): read again for this one.

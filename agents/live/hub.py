@@ -10,9 +10,12 @@ render them on its own, one after another on the one thread Django's database ca
   tenant, the role and its scopes, and for an end user (who sees only their own runs) the
   user. Sockets of one class see exactly the same rows, rendered the same way.
 - `shared(key, make)` runs `make()` once for any number of sockets asking for the same key
-  at once (the first one asks; the others await its answer, no thread hop of their own) and
-  keeps the answer for a moment for those that ask a little later. A failure (a refusal,
-  an outage) reaches every one of them, as it would have reached each alone.
+  at once (the first one asks; the others await its answer, no thread hop of their own),
+  and, for an answer about one event (a runs-list row), keeps it for a moment for those that
+  ask a little later. A run page's catch-up ("what is new since event n") is never kept: a
+  page that asks again from n later (it re-subscribed after a swap) must see what committed
+  meanwhile. A failure (a refusal, an outage) reaches every one of them, as it would have
+  reached each alone.
 
 What is personal stays per socket: the run page's context record (what a remembered fact
 says is shown only to whoever may read that person's memories) and the server clock each
@@ -49,8 +52,14 @@ class SharedWork:
         self.running: dict[Hashable, asyncio.Future[Any]] = {}
         self.answers: OrderedDict[Hashable, tuple[float, Any]] = OrderedDict()
 
-    async def shared(self, key: Hashable, make: Callable[[], Awaitable[T]]) -> T:
-        kept = self.answers.get(key)
+    async def shared(
+        self, key: Hashable, make: Callable[[], Awaitable[T]], *, keep: bool = True
+    ) -> T:
+        """`make()`'s answer for `key`: shared with whoever asks while it runs, and (`keep`)
+        with whoever asks within `keep_seconds` after. Keep only answers that are the same
+        whenever they are asked for (a key naming one event); an answer about "what is new
+        since" goes stale the moment something newer commits."""
+        kept = self.answers.get(key) if keep else None
         if kept is not None and time.monotonic() - kept[0] < self.keep_seconds:
             return kept[1]
         running = self.running.get(key)
@@ -68,10 +77,11 @@ class SharedWork:
         finally:
             del self.running[key]
         future.set_result(answer)
-        self.answers[key] = (time.monotonic(), answer)
-        self.answers.move_to_end(key)
-        while len(self.answers) > self.keep:
-            self.answers.popitem(last=False)
+        if keep:
+            self.answers[key] = (time.monotonic(), answer)
+            self.answers.move_to_end(key)
+            while len(self.answers) > self.keep:
+                self.answers.popitem(last=False)
         return answer
 
     def forget(self) -> None:

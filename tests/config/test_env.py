@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from core.env import env_bool, env_int, env_list, env_url
+from core.env import env_bool, env_hosts, env_int, env_list, env_url
+from core.redis_client import sentinel_broker_url
 
 
 @pytest.mark.parametrize("raw,expected", [("1", True), ("yes", True), ("off", False), ("", False)])
@@ -41,3 +42,27 @@ def test_a_bad_value_raises_improperly_configured_naming_the_variable(monkeypatc
 def test_lists_are_comma_separated_and_trimmed(monkeypatch):
     monkeypatch.setenv("X_VAL", " a.example , b.example,, ")
     assert env_list("X_VAL", []) == ["a.example", "b.example"]
+
+
+def test_sentinels_are_host_port_pairs_with_the_default_port_when_none_is_given(monkeypatch):
+    monkeypatch.setenv("X_HOSTS", "s1:26380, s2 ,10.0.0.3:26379")
+    assert env_hosts("X_HOSTS", default_port=26379) == [
+        ("s1", 26380),
+        ("s2", 26379),
+        ("10.0.0.3", 26379),
+    ]
+    monkeypatch.delenv("X_HOSTS")
+    assert env_hosts("X_HOSTS", default_port=26379) == []
+
+
+@pytest.mark.parametrize("raw", ["s1:port", "s1:0", "s1:70000", ":26379"])
+def test_a_sentinel_that_is_not_host_port_stops_the_settings(monkeypatch, raw):
+    monkeypatch.setenv("X_HOSTS", raw)
+    with pytest.raises(ImproperlyConfigured):
+        env_hosts("X_HOSTS", default_port=26379)
+
+
+def test_the_broker_asks_every_sentinel_with_redis_urls_password_and_database():
+    url = sentinel_broker_url("redis://:p%40ss@ignored:6379/4", [("s1", 26379), ("s2", 26380)])
+    assert url == "sentinel://:p%40ss@s1:26379/4;sentinel://:p%40ss@s2:26380/4"
+    assert sentinel_broker_url("redis://host", [("s1", 1)]) == "sentinel://s1:1/0"

@@ -57,6 +57,23 @@ def test_a_failure_reaches_every_socket_that_asked_and_is_not_kept():
     assert len(calls) == 2  # asked again after the failure, not answered from a cache
 
 
+def test_an_answer_about_what_is_new_is_shared_only_while_it_is_read():
+    work = hub.SharedWork()
+    calls = []
+
+    async def make():
+        calls.append(1)
+        await asyncio.sleep(0.02)
+        return len(calls)
+
+    async def scenario():
+        together = await asyncio.gather(*(work.shared("k", make, keep=False) for _ in range(5)))
+        return together, await work.shared("k", make, keep=False)
+
+    together, later = asyncio.run(scenario())
+    assert together == [1] * 5 and later == 2  # asked again afterwards: read again
+
+
 def test_an_answer_is_kept_only_for_a_moment(monkeypatch):
     work = hub.SharedWork(keep_seconds=0.05)
     calls = []
