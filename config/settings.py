@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config import embedded
 from core.env import env_bool, env_float, env_hosts, env_int, env_list, env_str, env_url
-from core.redis_client import sentinel_broker_url
+from core.redis_client import sentinel_broker_url, sentinel_options
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -346,12 +345,10 @@ def _channel_layer_host() -> dict:
     # SUBSCRIBE, PUBLISH) when Redis hangs.
     if not REDIS_SENTINELS:
         return {"address": REDIS_URL, "socket_timeout": 5}
-    parts = urlsplit(REDIS_URL)
     return {
         "sentinels": REDIS_SENTINELS,
         "master_name": REDIS_SENTINEL_MASTER,
-        "db": int(parts.path.strip("/") or 0),
-        "password": unquote(parts.password) if parts.password else None,
+        **sentinel_options(REDIS_URL),
         "socket_timeout": 5,
     }
 

@@ -22,13 +22,19 @@ _lock = threading.Lock()
 _clients: dict[str, redis.Redis] = {}
 
 
+def sentinel_options(redis_url: str) -> dict[str, Any]:
+    """What REDIS_URL still says when Sentinel names the server: the database and password."""
+    parts = urlsplit(redis_url)
+    password = unquote(parts.password) if parts.password else None
+    return {"db": int(parts.path.strip("/") or 0), "password": password}
+
+
 def sentinel_broker_url(redis_url: str, sentinels: list[tuple[str, int]]) -> str:
     """Celery's broker URL for kombu's Sentinel transport: one sentinel:// URL per Sentinel,
     with REDIS_URL's password and database (the service is named in the transport options)."""
-    parts = urlsplit(redis_url)
-    auth = f":{quote(unquote(parts.password), safe='')}@" if parts.password else ""
-    db = parts.path.strip("/") or "0"
-    return ";".join(f"sentinel://{auth}{host}:{port}/{db}" for host, port in sentinels)
+    given = sentinel_options(redis_url)
+    auth = f":{quote(given['password'], safe='')}@" if given["password"] else ""
+    return ";".join(f"sentinel://{auth}{host}:{port}/{given['db']}" for host, port in sentinels)
 
 
 def connect(**options: Any) -> redis.Redis:
@@ -37,14 +43,10 @@ def connect(**options: Any) -> redis.Redis:
     primary when they connect, and one that finds a replica (a failover) reconnects."""
     if not settings.REDIS_SENTINELS:
         return redis.Redis.from_url(settings.REDIS_URL, **options)
-    parts = urlsplit(settings.REDIS_URL)
     timeout = options.get("socket_connect_timeout") or options.get("socket_timeout") or 1.0
     sentinel = Sentinel(settings.REDIS_SENTINELS, socket_timeout=timeout)
     return sentinel.master_for(
-        settings.REDIS_SENTINEL_MASTER,
-        db=int(parts.path.strip("/") or 0),
-        password=unquote(parts.password) if parts.password else None,
-        **options,
+        settings.REDIS_SENTINEL_MASTER, **sentinel_options(settings.REDIS_URL), **options
     )
 
 

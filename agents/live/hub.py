@@ -48,7 +48,7 @@ class SharedWork:
     """Answers computed once per key for the sockets of this process (one event loop)."""
 
     def __init__(self, keep_seconds: float = KEEP_SECONDS, keep: int = KEEP_ANSWERS) -> None:
-        self.keep_seconds, self.keep = keep_seconds, keep
+        self.keep_seconds, self.most = keep_seconds, keep
         self.running: dict[Hashable, asyncio.Future[Any]] = {}
         self.answers: OrderedDict[Hashable, tuple[float, Any]] = OrderedDict()
 
@@ -80,7 +80,7 @@ class SharedWork:
         if keep:
             self.answers[key] = (time.monotonic(), answer)
             self.answers.move_to_end(key)
-            while len(self.answers) > self.keep:
+            while len(self.answers) > self.most:
                 self.answers.popitem(last=False)
         return answer
 

@@ -74,7 +74,7 @@ def test_an_answer_about_what_is_new_is_shared_only_while_it_is_read():
     assert together == [1] * 5 and later == 2  # asked again afterwards: read again
 
 
-def test_an_answer_is_kept_only_for_a_moment(monkeypatch):
+def test_an_answer_is_kept_only_for_a_moment():
     work = hub.SharedWork(keep_seconds=0.05)
     calls = []
 
