@@ -220,8 +220,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         try:
             update = await hub.work.shared(key, read, keep=False)
             if upto is not None and update.upto < upto:
-                # An answer read before that event committed (another socket's, a moment
-                # ago): read again for this one.
+                # Another socket's read, begun before that event committed: read again for
+                # this one.
                 update = await database_sync_to_async(render.run_update)(
                     principal, view.run_id, after
                 )
