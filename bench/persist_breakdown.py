@@ -137,8 +137,8 @@ def clone(name: str, ddl: list[str]) -> str:
         for statement in ddl:
             conn.execute(statement)
         conn.execute(
-            "INSERT INTO tenants_tenant (id, slug, name, session_cache_ttl_seconds, created_at)"
-            " VALUES (%s, 'bench', 'bench', 0, now())",
+            "INSERT INTO tenants_tenant (id, slug, name, session_cache_ttl_seconds, created_at,"
+            " api_rate_limits) VALUES (%s, 'bench', 'bench', 0, now(), '{}')",
             [TENANT],
         )
     return name

@@ -57,15 +57,12 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The browser tests (`e2e`) run on one worker, one after another (one Chromium, one
-    console server and its Celery workers at a time: more at once overloaded this 2-core
-    machine), and first: they are the longest group, and the other workers share out the
-    rest meanwhile (`--dist loadgroup`)."""
-    browser = [item for item in items if item.get_closest_marker("e2e")]
-    if not browser or not _worker():
+    """The browser tests (`e2e`) go first: they are the longest, and started last they would
+    leave one worker running them while the others sit idle. Every worker takes its share
+    (each with its own Chromium and console server)."""
+    if not _worker():
         return
-    for item in browser:
-        item.add_marker(pytest.mark.xdist_group("browser"))
+    browser = [item for item in items if item.get_closest_marker("e2e")]
     chosen = set(browser)
     items[:] = browser + [item for item in items if item not in chosen]
 

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
 
-import openai
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
@@ -30,6 +30,9 @@ from agents.runtime.errors import (
     StepError,
 )
 from core import json_input
+
+if TYPE_CHECKING:
+    import openai
 
 TokenCallback = Callable[[str], None]
 
@@ -69,6 +72,10 @@ class OpenAIChatModel(ChatModel):
         self.base_url = base_url
         self.model = model
         self.timeout = timeout
+        # Imported here: the client library takes about a second to import, which every
+        # process (web, worker, beat, manage.py) paid at startup for a model only some use.
+        import openai
+
         self._client = openai.OpenAI(
             base_url=base_url,
             # Local servers (Ollama, vLLM) need no key, but the client refuses to start without one.
@@ -96,7 +103,7 @@ class OpenAIChatModel(ChatModel):
                 **params, stream=True, stream_options={"include_usage": True}
             )
             return self._assemble(stream, on_token)
-        except openai.APIError as exc:
+        except _openai().APIError as exc:
             raise self._step_error(exc) from exc
 
     def _result(self, response: Any) -> ChatResult:
@@ -150,6 +157,7 @@ class OpenAIChatModel(ChatModel):
 
     def _step_error(self, exc: openai.APIError) -> StepError:
         # APITimeoutError subclasses APIConnectionError, so it is checked first.
+        openai = _openai()
         if isinstance(exc, openai.APITimeoutError):
             return LLMTimeout(f"LLM call timed out after {self.timeout:g} s")
         if isinstance(exc, openai.APIConnectionError):
@@ -167,6 +175,13 @@ class OpenAIChatModel(ChatModel):
         if status == 408:
             return LLMTimeout("LLM server timed out reading the request (408)")
         return LLMRequestRejected(f"LLM rejected the request ({status}): {_short(exc.message)}")
+
+
+def _openai() -> ModuleType:
+    """The client library, imported by OpenAIChatModel() already (a lookup in sys.modules)."""
+    import openai
+
+    return openai
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:

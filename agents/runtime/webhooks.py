@@ -21,7 +21,6 @@ import secrets
 import time
 from typing import Any
 
-import httpx
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
@@ -191,6 +190,8 @@ def _post(delivery: WebhookDelivery) -> tuple[int | None, str]:
         "AgentState-Delivery": str(delivery.pk),
         SIGNATURE_HEADER: sign(delivery.endpoint.secret, body, int(time.time())),
     }
+    import httpx  # a tenth of a second to import: only the process that delivers pays it
+
     try:
         answer = httpx.post(
             delivery.endpoint.url,

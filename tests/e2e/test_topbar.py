@@ -32,6 +32,13 @@ def acme():
     return tenant
 
 
+def signed_in(page, console_url: str, username: str) -> None:
+    """Log in and wait for the next page's load event: a layout measured before its stylesheet
+    arrived reads an unstyled page (links one under another)."""
+    log_in(page, console_url, username)
+    page.wait_for_url(lambda url: "/login/" not in url, wait_until="load")
+
+
 def shoot(page, name: str) -> None:
     SCREENS.mkdir(parents=True, exist_ok=True)
     width = page.viewport_size["width"]
@@ -48,7 +55,7 @@ def serious_violations_in_the_bar(page) -> list[str]:
 def test_an_admins_top_bar_fits_one_line_on_a_desktop_with_the_account_behind_a_disclosure(
     page, console_url, acme
 ):
-    log_in(page, console_url, "ada")
+    signed_in(page, console_url, "ada")
     bar = page.locator("header.topbar")
     nav = bar.get_by_role("navigation", name="Main")
     for name in NAV:
@@ -82,7 +89,7 @@ def test_on_a_phone_the_links_fold_behind_a_menu_button_that_says_whether_it_is_
     with tenant_scope(acme.pk):
         make_request(Membership.objects.for_tenant(acme).get(user__username="ada"))
     page.set_viewport_size({"width": 375, "height": 800})
-    log_in(page, console_url, "ada")
+    signed_in(page, console_url, "ada")
     bar = page.locator("header.topbar")
     menu = bar.get_by_role("button", name="Menu")
     expect(menu).to_have_attribute("aria-expanded", "false")
