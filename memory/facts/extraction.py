@@ -117,7 +117,15 @@ _CHANNEL = re.compile(
     rf"(?:by |via |on |over |through )?(?P<b>{_WAYS})\b"
     # "email me at ...", "just text me", "call me on +1 555 0100"
     r"|\b(?P<c>e-?mail|text) me\b(?! (?:by|via|on|over|through|using|with) )"
-    r"|\b(?P<d>call|phone|ring) me (?:on|at) (?=[+(\d])",
+    r"|\b(?P<d>call|phone|ring) me (?:on|at) (?=[+(\d])"
+    # "WhatsApp is best for me", "email works better"
+    rf"|\b(?P<e>{_WAYS}) (?:is|works) (?:best|better|easiest|preferred)\b"
+    # "I'd rather be contacted by email", "I prefer a phone call"
+    rf"|\brather (?:be (?:contacted|reached) )?(?:by|via|on|over|through) (?P<f>{_WAYS})\b"
+    r"|\bprefer(?:s|red)? (?:a )?(?P<g>phone) call\b"
+    # "send me an email", "use WhatsApp to reach me"
+    r"|\bsend me (?:an? )?(?P<h>e-?mail|text|sms)\b"
+    rf"|\buse (?P<i>{_WAYS}) to (?:contact|reach|message|text|call) me\b",
     re.I,
 )
 _EMAIL = re.compile(
@@ -149,7 +157,7 @@ _ADDRESSES = [
 
 
 def _channel(said: re.Match[str]) -> str:
-    word = (said["a"] or said["b"] or said["c"] or said["d"]).lower()
+    word = next(value for value in said.groupdict().values() if value).lower()
     if word in ("call", "phone", "ring"):
         return "phone"
     if word.startswith("text") or word == "sms":

@@ -45,8 +45,16 @@ REFUNDS = [
         "400.00",
     ),  # fmt: skip
     ("€400 twice on A-1001 – I'd like my money back", "A-1001", "400.00"),
+    ("I was charged $40 twice for order A-1002", "A-1002", "40.00"),
+    ("can i get 40 back for order a 1002", "A-1002", "40.00"),
+    ("Could I have my 40 dollars back for order number A 1002?", "A-1002", "40.00"),
+    ("refund 40,00 for A-1002", "A-1002", "40.00"),
+    ("Order: A-1002\nAmount: 40.00\nReason: charged twice", "A-1002", "40.00"),
+    ("My order A-1002 cost 40 and I was charged 2 times", "A-1002", "40.00"),
     ("Refund $1,250.50 on B-2002", "B-2002", "1250.50"),
     ("refund 1250.5 for b-2002", "B-2002", "1250.50"),
+    ("refund 12,50 for B-2002", "B-2002", "12.50"),
+    ("1,250 EUR back on B-2002 please, I was double charged", "B-2002", "1250.00"),
     ("B-2002 was charged twice (1,250.50 USD). Refund, please.", "B-2002", "1250.50"),
 ]
 MISSING = [

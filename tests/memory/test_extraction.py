@@ -181,8 +181,23 @@ def test_tool_calls_that_do_not_fit_are_dropped():
         ("I prefer WhatsApp", [("contact.channel", "Prefers to be contacted by WhatsApp")]),
         ("contact me on whatsapp", [("contact.channel", "Prefers to be contacted by WhatsApp")]),
         ("you can reach me at bob@corp.io", [("contact.email", "Email address is bob@corp.io")]),
+        ("WhatsApp is best for me", [("contact.channel", "Prefers to be contacted by WhatsApp")]),
+        (
+            "I'd rather be contacted by email",
+            [("contact.channel", "Prefers to be contacted by email")],
+        ),
+        ("I prefer a phone call", [("contact.channel", "Prefers to be contacted by phone")]),
+        (
+            "Send me an email when it's done",
+            [("contact.channel", "Prefers to be contacted by email")],
+        ),
+        (
+            "please use whatsapp to reach me",
+            [("contact.channel", "Prefers to be contacted by WhatsApp")],
+        ),
         ("call me back later", []),
         ("I'd rather not be emailed", []),
+        ("Can I send you an email?", []),
     ],
 )
 def test_the_patterns_remember_the_contact_facts_people_state(message, facts):
