@@ -48,10 +48,17 @@ def wait_for(check, timeout: float = 20.0):
 def sentinel_setup(tmp_path):
     primary, replica, sentinel = free_port(), free_port(), free_port()
     common = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    # A replica's full sync writes snapshots to disk: each server into a folder of its own
+    # under tmp_path, not the working directory.
+    for name in ("primary", "replica"):
+        (tmp_path / name).mkdir()
     procs = {
-        "primary": subprocess.Popen([SERVER, "--port", str(primary), *common]),
+        "primary": subprocess.Popen(
+            [SERVER, "--port", str(primary), "--dir", str(tmp_path / "primary"), *common]
+        ),
         "replica": subprocess.Popen(
-            [SERVER, "--port", str(replica), "--replicaof", "127.0.0.1", str(primary), *common]
+            [SERVER, "--port", str(replica), "--dir", str(tmp_path / "replica"), *common]
+            + ["--replicaof", "127.0.0.1", str(primary)]
         ),
     }
     conf = tmp_path / "sentinel.conf"
