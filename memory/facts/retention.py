@@ -1,6 +1,7 @@
-"""Retention sweeps run by Celery beat: expired facts, old conversations, checkpoints of
-finished runs, idempotency records. Each batch is its own short transaction (no long locks)
-inside a named system context, and each sweep's counts go to the audit log.
+"""Retention sweeps run by Celery beat: expired facts, old conversations (and runs started
+without one), checkpoints of finished runs, idempotency records, audit events. Each batch is
+its own short transaction (no long locks) inside a named system context, and each sweep's
+counts go to the audit log.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from agents.runtime.models import AgentSession
+from agents.runtime.models import AgentSession, Run
 from agents.runtime.sweeps import expire_idempotency
 from core import sql
+from tenants.audit_retention import audit_purge_old
 from tenants.scope import system_scope
 
 # Whole lineages whose live version expired: history goes with the fact it explains.
@@ -24,6 +26,7 @@ PURGE_EXPIRED_SQL = sql.load("memory", "purge_expired_facts")
 PURGE_OLD_VERSIONS_SQL = sql.load("memory", "purge_old_versions")
 OLD_SESSIONS_SQL = sql.load("memory", "find_old_sessions")
 OLD_CHECKPOINTS_SQL = sql.load("memory", "purge_old_checkpoints")
+OLD_SESSIONLESS_RUNS_SQL = sql.load("memory", "find_old_sessionless_runs")
 
 
 def _batched(name: str, sql: str, *, now: dt.datetime, batch: int, max_batches: int) -> Counter:
@@ -80,6 +83,30 @@ def purge_old_sessions(
     return total
 
 
+def purge_old_sessionless_runs(
+    *, now: dt.datetime | None = None, batch: int = 200, max_batches: int = 100
+) -> int:
+    """Delete runs started without a conversation (API runs) that finished longer ago than
+    the tenant keeps conversations, with their checkpoints, events and attempts."""
+    now = now or timezone.now()
+    total = 0
+    for _ in range(max_batches):
+        with system_scope("run_retention") as ctx, connection.cursor() as cursor:
+            cursor.execute(OLD_SESSIONLESS_RUNS_SQL, {"now": now, "batch": batch})
+            rows = cursor.fetchall()
+            if rows:
+                _, counts = Run.objects.filter(pk__in=[r[0] for r in rows]).delete()
+                ctx.record(
+                    runs=len(rows),
+                    deleted=counts,
+                    by_tenant=dict(Counter(str(r[1]) for r in rows)),
+                )
+        total += len(rows)
+        if len(rows) < batch:
+            break
+    return total
+
+
 def purge_old_checkpoints(
     *, now: dt.datetime | None = None, batch: int = 1000, max_batches: int = 100
 ) -> int:
@@ -96,6 +123,8 @@ def sweep_all(*, now: dt.datetime | None = None) -> dict[str, Any]:
     return {
         "facts": purge_expired_facts(now=now),
         "sessions": purge_old_sessions(now=now),
+        "runs": purge_old_sessionless_runs(now=now),
         "checkpoints": purge_old_checkpoints(now=now),
         "idempotency": expire_idempotency(),
+        "audit": sum(audit_purge_old(now=now).values()),
     }

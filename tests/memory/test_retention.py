@@ -131,6 +131,84 @@ def test_a_langgraph_threads_checkpoints_are_its_state_and_outlive_checkpoint_re
         assert Checkpoint.objects.filter(run=run).count() == 1
 
 
+def test_runs_started_without_a_conversation_go_after_the_conversation_retention(members, tenant_b):
+    from agents.runtime.models import AgentSession, Checkpoint, Run
+
+    ada = members["member"]
+    now = timezone.now()
+
+    def run(tenant_id, status, age_days, session=None):
+        made = Run.objects.create(
+            tenant_id=tenant_id,
+            agent="x",
+            agent_version=1,
+            current_step="s",
+            status=status,
+            session=session,
+            finished_at=now - dt.timedelta(days=age_days) if status != "running" else None,
+        )
+        Run.objects.filter(pk=made.pk).update(created_at=now - dt.timedelta(days=age_days + 1))
+        Checkpoint.objects.create(
+            tenant_id=tenant_id, run=made, seq=1, step="s", state={}, schema_version=1
+        )
+        return made.pk
+
+    with tenant_scope(ada.tenant_id):
+        session = AgentSession.objects.create(tenant_id=ada.tenant_id, user=ada.user, agent="x")
+        old = run(ada.tenant_id, "succeeded", 91)
+        old_failed = run(ada.tenant_id, "failed", 120)
+        recent = run(ada.tenant_id, "succeeded", 89)
+        unfinished = run(ada.tenant_id, "running", 200)
+        in_a_conversation = run(ada.tenant_id, "succeeded", 91, session=session)
+    with system_scope("test"):
+        type(tenant_b).objects.filter(pk=tenant_b.pk).update(conversation_retention_days=None)
+    with tenant_scope(tenant_b.pk):
+        kept_forever = run(tenant_b.pk, "succeeded", 400)
+
+    assert retention.purge_old_sessionless_runs(now=now) == 2
+    with tenant_scope(ada.tenant_id):
+        left = set(Run.objects.values_list("pk", flat=True))
+        assert left == {recent, unfinished, in_a_conversation}
+        assert not Checkpoint.objects.filter(run_id__in=[old, old_failed]).exists()
+    with tenant_scope(tenant_b.pk):
+        assert list(Run.objects.values_list("pk", flat=True)) == [kept_forever]
+    with system_scope("test"):
+        [swept] = AuditEvent.objects.filter(actor_label="system:run_retention")
+    assert swept.after["runs"] == 2
+
+
+def test_audit_events_go_after_the_tenants_audit_retention_oldest_first(db):
+    from django.db import connection
+
+    from tenants.audit_retention import audit_purge_old
+    from tenants.models import Tenant
+
+    now = timezone.now()
+    with system_scope("test"):
+        # Tenants made bare, so the events below are all their logs hold.
+        tenant = Tenant.objects.create(slug="thirty", name="Thirty", audit_retention_days=30)
+        forever = Tenant.objects.create(slug="forever", name="Forever", audit_retention_days=None)
+        # Written as they were then (the log refuses UPDATE), oldest first.
+        for name, age in {"a": 400, "b": 31, "c": 29, "d": 1}.items():
+            for owner in (tenant, forever):
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "INSERT INTO tenants_auditevent (tenant_id, actor_label, action,"
+                        " target_type, target_id, created_at) VALUES (%s, 'test', %s, '', '', %s)",
+                        [owner.pk, f"old.{name}", now - dt.timedelta(days=age)],
+                    )
+
+    assert audit_purge_old(now=now, batch=1) == {str(tenant.pk): 2}
+
+    with system_scope("test"):
+        mine = set(AuditEvent.objects.filter(tenant=tenant).values_list("action", flat=True))
+        theirs = AuditEvent.objects.filter(tenant=forever).count()
+        sweeps = AuditEvent.objects.filter(actor_label="system:audit_retention").count()
+    assert mine == {"old.c", "old.d"}
+    assert theirs == 4, "a tenant that keeps its audit forever keeps it"
+    assert sweeps == 2, "each batch records what it deleted"
+
+
 def test_the_beat_sweep_runs_every_retention_job_including_idempotency(members):
     counts = retention.sweep_all()
-    assert set(counts) == {"facts", "sessions", "checkpoints", "idempotency"}
+    assert set(counts) == {"facts", "sessions", "runs", "checkpoints", "idempotency", "audit"}
