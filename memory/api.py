@@ -23,11 +23,12 @@ from memory.facts import remember, services
 from memory.models import SourceKind
 from memory.privacy import links
 from memory.search import query_vectors
-from tenants.audit import audit_read, audit_record
+from tenants.audit import audit_record
 from tenants.errors import NotFound
 from tenants.idempotency import idempotent
 from tenants.models import Scope
 from tenants.principal import Principal
+from tenants.read_audit import audit_read
 
 TAGS = ["memory"]
 # What a key's reads of a person's memories are audited as.
@@ -44,8 +45,8 @@ def _subject(
     durable: bool = False,
 ) -> Any:
     """The subject this caller may act for; 404 otherwise. Support and API-key reads are
-    audited (a key's as `read_action`); a GET's audit row commits without a WAL flush unless
-    the GET writes too (`durable`)."""
+    audited (a key's as `read_action`); a GET's audit row is written after its transaction
+    commits, in one of its own (tenants/read_audit.py), unless the GET writes too (`durable`)."""
     principal: Principal = request.principal  # type: ignore[attr-defined]
     subject = selectors.subject_for(principal, subject_id)
     own = principal.user is not None and subject.pk == principal.user.pk

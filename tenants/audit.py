@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connection
-
 from tenants.models import AuditEvent, Tenant
 from tenants.principal import Principal
 
@@ -40,24 +38,4 @@ def audit_record(
         target_id=target_id,
         before=before,
         after=after,
-    )
-
-
-def audit_read(
-    *, tenant: Tenant, actor: Principal, action: str, target_type: str, target_id: str
-) -> AuditEvent:
-    """Record that `actor` read something, from a request that otherwise only reads.
-
-    The request's transaction then commits without waiting for its WAL to reach the disk
-    (`synchronous_commit` off for this transaction alone): the commit costs about 0.1 ms
-    instead of a flush (3-6 ms here), which was a fifth of a memory search. The row is visible
-    and ordered like any other at once; only a PostgreSQL crash within the WAL writer's delay
-    (at most about 0.6 s) could lose it. Never call it from a request that writes anything
-    else, whose commit must stay durable.
-    """
-    if connection.in_atomic_block:
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
-    return audit_record(
-        tenant=tenant, actor=actor, action=action, target_type=target_type, target_id=target_id
     )

@@ -115,10 +115,11 @@ def test_a_signed_in_person_lists_only_their_own(client_for, members, people, wh
     )
 
 
-def test_a_key_listing_is_audited(api, people, tenant_a):
+def test_a_key_listing_is_audited(api, people, tenant_a, django_capture_on_commit_callbacks):
     from tenants.models import AuditEvent
 
-    listed(api)
+    with django_capture_on_commit_callbacks(execute=True):  # written once the read commits
+        listed(api)
     with tenant_scope(tenant_a.pk):
         assert AuditEvent.objects.filter(action="memory.namespaces_listed_by_api_key").exists()
 

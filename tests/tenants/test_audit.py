@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 
 from tenants.audit import audit_record
 from tenants.models import AuditEvent, Tenant
@@ -77,23 +77,44 @@ def _synchronous_commit() -> str:
         return cursor.fetchone()[0]
 
 
-def test_a_read_audit_commits_without_waiting_for_the_disk_only_in_its_own_transaction(
+def test_a_read_audit_is_written_after_the_reading_transaction_in_one_that_does_not_wait_for_the_disk(  # noqa: E501
     transactional_db, tenant_a
 ):
-    from tenants.audit import audit_read
+    from tenants.read_audit import audit_read
 
-    admin = factories.make_member(tenant_a, "admin")
-    principal = factories.principal_for(admin)
-    with tenant_scope(tenant_a.pk), transaction.atomic():
-        assert _synchronous_commit() == "on"
-        event = audit_read(
+    principal = factories.principal_for(factories.make_member(tenant_a, "admin"))
+    sent: list[str] = []
+
+    def note(execute, sql, params, many, context):
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    def read(action: str) -> None:
+        audit_read(
             tenant=tenant_a,
             actor=principal,
-            action="memory.read_by_api_key",
+            action=action,
             target_type="auth.user",
             target_id="7",
         )
-        assert _synchronous_commit() == "off"
-    with tenant_scope(tenant_a.pk), transaction.atomic():
+
+    with connection.execute_wrapper(note):
+        with tenant_scope(tenant_a.pk):  # the reading request's transaction
+            read("memory.read_by_api_key")
+            assert not AuditEvent.objects.filter(action="memory.read_by_api_key").exists()
+            assert _synchronous_commit() == "on"
+            written_before_commit = len(sent)
+        # After its commit, in a transaction of its own whose commit does not wait for the disk.
+        after = sent[written_before_commit:]
+        assert any("synchronous_commit TO OFF" in sql for sql in after)
+        assert any("INSERT INTO" in sql and "tenants_auditevent" in sql for sql in after)
+    with tenant_scope(tenant_a.pk):
         assert _synchronous_commit() == "on"  # SET LOCAL: the next transaction is durable
-        assert AuditEvent.objects.filter(pk=event.pk, action="memory.read_by_api_key").exists()
+        assert AuditEvent.objects.filter(action="memory.read_by_api_key").count() == 1
+
+    # A read whose transaction rolls back records nothing.
+    with pytest.raises(ZeroDivisionError), tenant_scope(tenant_a.pk):
+        read("memory.support_viewed")
+        1 / 0  # noqa: B018
+    with tenant_scope(tenant_a.pk):
+        assert not AuditEvent.objects.filter(action="memory.support_viewed").exists()
