@@ -59,21 +59,20 @@ def purge_expired_facts(
     return sum(heads.values()) + sum(old.values())
 
 
-def purge_old_sessions(
-    *, now: dt.datetime | None = None, batch: int = 200, max_batches: int = 100
+def _found_and_deleted(
+    name: str, sql: str, model: Any, noun: str, *, now: dt.datetime, batch: int, max_batches: int
 ) -> int:
-    """Delete conversations (and their transcripts and runs) past the tenant's retention."""
-    now = now or timezone.now()
+    """Find rows with `sql` (id, tenant_id) batch by batch, each batch in its own transaction,
+    and delete them through the ORM, which follows their cascade."""
     total = 0
     for _ in range(max_batches):
-        with system_scope("conversation_retention") as ctx, connection.cursor() as cursor:
-            cursor.execute(OLD_SESSIONS_SQL, {"now": now, "batch": batch})
+        with system_scope(name) as ctx, connection.cursor() as cursor:
+            cursor.execute(sql, {"now": now, "batch": batch})
             rows = cursor.fetchall()
             if rows:
-                # The ORM follows the cascade (messages, runs, their checkpoints and approvals).
-                _, counts = AgentSession.objects.filter(pk__in=[r[0] for r in rows]).delete()
+                _, counts = model.objects.filter(pk__in=[r[0] for r in rows]).delete()
                 ctx.record(
-                    sessions=len(rows),
+                    **{noun: len(rows)},
                     deleted=counts,
                     by_tenant=dict(Counter(str(r[1]) for r in rows)),
                 )
@@ -81,6 +80,17 @@ def purge_old_sessions(
         if len(rows) < batch:
             break
     return total
+
+
+def purge_old_sessions(
+    *, now: dt.datetime | None = None, batch: int = 200, max_batches: int = 100
+) -> int:
+    """Delete conversations (with their transcripts, runs, checkpoints and approvals) past
+    the tenant's retention."""
+    return _found_and_deleted(
+        "conversation_retention", OLD_SESSIONS_SQL, AgentSession, "sessions",
+        now=now or timezone.now(), batch=batch, max_batches=max_batches,
+    )  # fmt: skip
 
 
 def purge_old_sessionless_runs(
@@ -88,23 +98,10 @@ def purge_old_sessionless_runs(
 ) -> int:
     """Delete runs started without a conversation (API runs) that finished longer ago than
     the tenant keeps conversations, with their checkpoints, events and attempts."""
-    now = now or timezone.now()
-    total = 0
-    for _ in range(max_batches):
-        with system_scope("run_retention") as ctx, connection.cursor() as cursor:
-            cursor.execute(OLD_SESSIONLESS_RUNS_SQL, {"now": now, "batch": batch})
-            rows = cursor.fetchall()
-            if rows:
-                _, counts = Run.objects.filter(pk__in=[r[0] for r in rows]).delete()
-                ctx.record(
-                    runs=len(rows),
-                    deleted=counts,
-                    by_tenant=dict(Counter(str(r[1]) for r in rows)),
-                )
-        total += len(rows)
-        if len(rows) < batch:
-            break
-    return total
+    return _found_and_deleted(
+        "run_retention", OLD_SESSIONLESS_RUNS_SQL, Run, "runs",
+        now=now or timezone.now(), batch=batch, max_batches=max_batches,
+    )  # fmt: skip
 
 
 def purge_old_checkpoints(
