@@ -18,6 +18,7 @@ from approvals.services import approval_decide
 from core.api import ApiView, error_responses, validated
 from tenants.idempotency import idempotent
 from tenants.models import Scope
+from tenants.replica import replica_reads
 
 TAGS = ["approvals"]
 
@@ -32,16 +33,17 @@ class ApprovalListView(ApiView):
     def get(self, request: Request) -> Response:
         """Approval requests: pending by deadline, or decided newest first; keyset pages."""
         q = validated(s.ApprovalListQuerySerializer, request.query_params)
-        page = selectors.inbox_page(
-            request.principal,
-            status=q["status"],
-            action=q["action"],
-            mine=q["mine"],
-            after=q.get("after"),
-            limit=q["limit"],
-        )
-        body = {"results": page.rows, "next": page.next.encode() if page.next else None}
-        return Response(s.ApprovalPageSerializer(body).data)
+        with replica_reads(request):  # may lag a few seconds, never after the caller's write
+            page = selectors.inbox_page(
+                request.principal,
+                status=q["status"],
+                action=q["action"],
+                mine=q["mine"],
+                after=q.get("after"),
+                limit=q["limit"],
+            )
+            body = {"results": page.rows, "next": page.next.encode() if page.next else None}
+            return Response(s.ApprovalPageSerializer(body).data)
 
 
 class ApprovalDetailView(ApiView):

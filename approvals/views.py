@@ -33,6 +33,7 @@ from core.htmx import is_partial, render_fragments, vary_on_htmx
 from tenants.models import Scope
 from tenants.permissions import require_scope
 from tenants.principal import Principal
+from tenants.replica import lag_tolerant
 
 INBOX = "approvals/inbox.html"
 DETAIL = "approvals/detail.html"
@@ -49,6 +50,7 @@ def get_request_for_member(request: HttpRequest, request_id: uuid.UUID) -> Appro
 
 @require_GET
 @require_scope(Scope.READ)
+@lag_tolerant
 def inbox(request: HttpRequest) -> HttpResponse:
     """Pending requests by deadline (filters, keyset pages), kept live over the socket."""
     principal: Principal = request.principal  # type: ignore[attr-defined]

@@ -142,6 +142,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # After a caller's write commits: their reads skip the replica for a while (tenants/replica.py).
+    "tenants.replica.ReadYourWritesMiddleware",
     # Opens the request's one transaction and sets the row-level-security tenant in it.
     "tenants.middleware.TenantMiddleware",
     # Answers a locked-out login with the lockout page (429); after authentication, inside the
@@ -513,6 +515,23 @@ if AGENTSTATE_PREPARED_STATEMENTS:
     # for a statement executed with prepare=True. A threshold no query reaches keeps the
     # ORM's queries unprepared and lets the engine prepare the two it asks for.
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 2**31 - 1
+# A replica for the reads that may lag (lists, charts, API GET lists): optional. Views opt in
+# (tenants/replica.py); everything else, and a person's reads for a few seconds after their
+# own write, stays on the primary. The replica is never migrated (it follows the primary).
+DATABASE_REPLICA_URL = env_url("DATABASE_REPLICA_URL", schemes=("postgres", "postgresql"))
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = {
+        **dj_database_url.parse(
+            DATABASE_REPLICA_URL,
+            conn_max_age=DATABASES["default"]["CONN_MAX_AGE"],
+            conn_health_checks=True,
+        ),
+        # The primary's pool size, application name and statement preparing.
+        "OPTIONS": dict(DATABASES["default"].get("OPTIONS", {})),
+        "TEST": {"MIRROR": "default"},
+    }
+DATABASE_ROUTERS = ["core.db_routing.ReplicaRouter"]
+REPLICA_READ_YOUR_WRITES_SECONDS = env_float("REPLICA_READ_YOUR_WRITES_SECONDS", 5.0, minimum=0.0)
 AGENTSTATE_REQUEUE_AFTER_SECONDS = env_float("AGENTSTATE_REQUEUE_AFTER_SECONDS", 30.0, minimum=1)
 IDEMPOTENCY_KEY_TTL_HOURS = env_int("IDEMPOTENCY_KEY_TTL_HOURS", 24, minimum=1)
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from tenants.audit import audit_record
 
@@ -22,9 +22,15 @@ logger = logging.getLogger(__name__)
 
 
 def activate(
-    *, tenant_id: uuid.UUID | str | None, user_id: int | str | None = None, system: str = ""
+    *,
+    tenant_id: uuid.UUID | str | None,
+    user_id: int | str | None = None,
+    system: str = "",
+    using: str = DEFAULT_DB_ALIAS,
 ) -> None:
-    """Set the row-level-security settings for the rest of the current transaction."""
+    """Set the row-level-security settings for the rest of the current transaction (of the
+    database `using`: the primary, or a replica for reads that may lag)."""
+    connection = connections[using]
     if not connection.in_atomic_block:
         # Outside a transaction SET LOCAL would last one statement and protect nothing.
         raise RuntimeError("tenant context must be activated inside transaction.atomic()")
@@ -36,8 +42,8 @@ def activate(
         )
 
 
-def current_settings() -> tuple[str, str, str]:
-    with connection.cursor() as cursor:
+def current_settings(using: str = DEFAULT_DB_ALIAS) -> tuple[str, str, str]:
+    with connections[using].cursor() as cursor:
         cursor.execute(
             "SELECT current_setting('app.tenant_id', true), current_setting('app.user_id', true),"
             " current_setting('app.system_context', true)"
@@ -47,33 +53,41 @@ def current_settings() -> tuple[str, str, str]:
 
 
 @contextlib.contextmanager
-def transaction_scope() -> Iterator[None]:
+def transaction_scope(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """A transaction (or savepoint) whose tenant settings do not outlive it.
 
     Outermost, COMMIT or ROLLBACK forgets SET LOCAL by itself. Nested (a savepoint, as in
     tests), the settings of the enclosing transaction are put back on the way out; after a
     rollback the savepoint has already put them back.
     """
+    connection = connections[using]
     outermost = not connection.in_atomic_block
-    with transaction.atomic():
-        previous = None if outermost else current_settings()
+    with transaction.atomic(using=using):
+        previous = None if outermost else current_settings(using)
         yield
         if previous is not None and not connection.needs_rollback:
-            activate(tenant_id=previous[0], user_id=previous[1] or None, system=previous[2])
+            activate(
+                tenant_id=previous[0], user_id=previous[1] or None, system=previous[2], using=using
+            )
 
 
 @contextlib.contextmanager
-def _scoped(tenant_id: Any, user_id: Any, system: str) -> Iterator[None]:
-    with transaction_scope():
-        activate(tenant_id=tenant_id, user_id=user_id, system=system)
+def _scoped(
+    tenant_id: Any, user_id: Any, system: str, using: str = DEFAULT_DB_ALIAS
+) -> Iterator[None]:
+    with transaction_scope(using):
+        activate(tenant_id=tenant_id, user_id=user_id, system=system, using=using)
         yield
 
 
-def tenant_scope(tenant_id: uuid.UUID | str, *, user_id: int | None = None):
-    """One transaction (or savepoint) in which the database shows exactly this tenant."""
+def tenant_scope(
+    tenant_id: uuid.UUID | str, *, user_id: int | None = None, using: str = DEFAULT_DB_ALIAS
+):
+    """One transaction (or savepoint) in which the database shows exactly this tenant (on
+    the primary, or with `using` on a replica)."""
     if not tenant_id:
         raise ValueError("tenant_scope needs a tenant id")
-    return _scoped(tenant_id, user_id, "")
+    return _scoped(tenant_id, user_id, "", using)
 
 
 @dataclass

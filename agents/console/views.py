@@ -42,6 +42,7 @@ from core.htmx import is_partial, render_fragments, vary_on_htmx
 from tenants.models import Scope
 from tenants.permissions import require_scope
 from tenants.principal import Principal
+from tenants.replica import lag_tolerant
 
 RUNS = "agents/console/runs.html"
 RUN = "agents/console/run.html"
@@ -60,6 +61,7 @@ def get_run_for_admin(request: HttpRequest, run_id: uuid.UUID) -> Run:
 
 @require_GET
 @require_scope(Scope.ADMIN)
+@lag_tolerant
 def run_list(request: HttpRequest) -> HttpResponse:
     """Runs of the tenant with filters (status, agent, stuck reason, age, end user), and the
     runs recovered automatically (filtered by `since` and `worker`)."""

@@ -30,6 +30,7 @@ from tenants.errors import PermissionDenied
 from tenants.idempotency import idempotent
 from tenants.models import Role, Scope
 from tenants.principal import Principal
+from tenants.replica import replica_reads
 from tenants.selectors import members_for_tenant
 
 TAGS = ["agents"]
@@ -212,10 +213,11 @@ class RunListView(ApiView):
     def get(self, request: Request) -> Response:
         """Runs, newest first, filtered by status and agent, keyset-paginated."""
         query = validated(s.RunListQuerySerializer, request.query_params)
-        runs = selectors.runs_for(
-            request.principal, status=query.get("status"), agent=query.get("agent")
-        ).select_related("created_by")
-        return Response(s.RunPageSerializer(_page(runs, query)).data)
+        with replica_reads(request):  # may lag a few seconds, never after the caller's write
+            runs = selectors.runs_for(
+                request.principal, status=query.get("status"), agent=query.get("agent")
+            ).select_related("created_by")
+            return Response(s.RunPageSerializer(_page(runs, query)).data)
 
     @extend_schema(
         operation_id="runs_create",

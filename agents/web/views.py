@@ -27,6 +27,7 @@ from core.params import positive_int
 from tenants.models import Scope
 from tenants.permissions import require_scope
 from tenants.principal import Principal
+from tenants.replica import lag_tolerant
 
 RUNS = "agents/runs.html"
 RUN = "agents/run_detail.html"
@@ -45,6 +46,7 @@ def get_run_for_member(request: HttpRequest, run_id: uuid.UUID) -> Run:
 
 @require_GET
 @require_scope(Scope.READ)
+@lag_tolerant
 def run_list(request: HttpRequest) -> HttpResponse:
     """Runs of the tenant (a member's own), newest first, filtered, paged by a cursor."""
     filters = RunFilterForm(request.GET)

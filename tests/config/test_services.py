@@ -86,6 +86,20 @@ def test_in_production_mode_settings_without_a_service_setting_refuse_to_import(
     assert not (tmp_path / "postgres").exists() and not (tmp_path / "secret_key").exists()
 
 
+@pytest.mark.parametrize("raw", ["mysql://h/db", "not a url", "postgres://"])
+def test_a_replica_url_that_is_not_postgresql_stops_the_settings(tmp_path, raw):
+    env = {
+        "DATABASE_URL": settings.DATABASE_URL,
+        "REDIS_URL": settings.REDIS_URL,
+        "SECRET_KEY": "x" * 50,
+        "AGENTSTATE_VAR_DIR": str(tmp_path),
+        "DATABASE_REPLICA_URL": raw,
+    }
+    out = _import_settings(env)
+    assert out.returncode != 0
+    assert "DATABASE_REPLICA_URL must be a URL starting with postgres://" in out.stderr
+
+
 def test_with_debug_and_nothing_running_importing_settings_starts_no_server(tmp_path):
     out = _import_settings({"DEBUG": "1", "AGENTSTATE_VAR_DIR": str(tmp_path)})
     assert out.returncode != 0
