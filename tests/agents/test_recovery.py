@@ -160,6 +160,7 @@ def test_fifty_runs_with_workers_killed_at_random_all_succeed_once_and_recover_i
     assert len(latencies) >= 5, f"too few kills landed mid-step: {kills}"
     p95 = statistics.quantiles(latencies, n=20)[-1] if len(latencies) > 1 else latencies[0]
     shown = ", ".join(f"{x:.1f}" for x in sorted(latencies))
+    print(f"kill -> claimed again over {len(latencies)} kills: p95 {p95:.1f} s ({shown})")
     assert p95 < 8, f"kill → claimed again p95 {p95:.1f}s over {len(latencies)} kills ({shown})"
 
 
