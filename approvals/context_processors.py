@@ -7,7 +7,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
-from approvals.selectors import decidable_count
+from approvals.selectors import BADGE_MOST, decidable_count
 from tenants.models import Scope
 
 
@@ -16,4 +16,6 @@ def approvals_badge(request: HttpRequest) -> dict[str, Any]:
     principal = getattr(request, "principal", None)
     if principal is None or not principal.can(Scope.APPROVE):
         return {}
-    return {"approvals_badge": SimpleLazyObject(lambda: decidable_count(principal))}
+    return {
+        "approvals_badge": SimpleLazyObject(lambda: decidable_count(principal, at_most=BADGE_MOST))
+    }

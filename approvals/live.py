@@ -72,7 +72,11 @@ def _sees_run(principal: Principal, run_id: Any) -> bool:
 
 
 def _badge(principal: Principal) -> str:
-    count = selectors.decidable_count(principal) if principal.can(Scope.APPROVE) else 0
+    count = (
+        selectors.decidable_count(principal, at_most=selectors.BADGE_MOST)
+        if principal.can(Scope.APPROVE)
+        else 0
+    )
     return render_to_string("approvals/_badge.html", {"approvals_badge": count})
 
 

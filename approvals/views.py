@@ -181,7 +181,11 @@ def who_decides(approval: ApprovalRequest) -> str:
 def badge(request: HttpRequest) -> HttpResponse:
     """The nav badge alone: pending requests this person may decide (204 when unchanged)."""
     principal: Principal = request.principal  # type: ignore[attr-defined]
-    count = selectors.decidable_count(principal) if principal.can(Scope.APPROVE) else 0
+    count = (
+        selectors.decidable_count(principal, at_most=selectors.BADGE_MOST)
+        if principal.can(Scope.APPROVE)
+        else 0
+    )
     if request.GET.get("shown") == str(count):
         return vary_on_htmx(HttpResponse(status=204))
     return vary_on_htmx(render(request, "approvals/_badge.html", {"approvals_badge": count}))

@@ -11,6 +11,7 @@ from django.test import Client
 from agents.console import live, stuck
 from agents.runtime import queue
 from agents.runtime import selectors as runtime_selectors
+from approvals import selectors as approval_selectors
 from core.redis_client import client as redis_client
 from tenants.models import Role
 from tests import factories, processes
@@ -88,6 +89,7 @@ def _no_urgent_leftovers():
     # Nor may an earlier test's stuck sweep leave its stored counts in force here, or the
     # counts its live feeds kept in this process.
     live._stuck_by_tenant.clear()
+    approval_selectors._backlog.clear()
     runtime_selectors._counts_after_event.clear()
     with contextlib.suppress(redis.RedisError):  # a test that stops Redis brings it back
         redis_client().delete(queue.URGENT_RUNS_KEY, stuck.COUNTED_KEY)

