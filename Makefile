@@ -25,8 +25,8 @@ TEST_RUN = AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
 TEST_RUN_SOLO = AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
 	  $(PY) -m config.embedded exec -- $(PY) -m pytest -n0
 
-# The browser tests (`e2e`) run in the parallel pass, first, then the process-starting
-# (`slow`) ones, then the quick ones, all shared out (tests/parallel.py). The `solo` tests (they time kills of
+# The browser tests (`e2e`) run in the parallel pass, first, shared out like the rest
+# (tests/parallel.py). The `solo` tests (they time kills of
 # workers against steps) run after it, one at a time, on a machine no other test loads.
 # pytest's exit 5 (none selected) is fine there.
 test: $(STAMP)

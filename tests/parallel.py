@@ -57,18 +57,14 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Longest first: the browser tests (`e2e`), then the ones that start processes (`slow`),
-    then the quick ones, which fill in at the end and leave no worker alone with a long test
-    while the others sit idle. Every worker takes its share (each with its own Chromium and
-    console server)."""
+    """The browser tests (`e2e`) go first: they are the longest, and started last they would
+    leave one worker running them while the others sit idle. Every worker takes its share
+    (each with its own Chromium and console server)."""
     if not _worker():
         return
-    rank = {"e2e": 0, "slow": 1}
-
-    def order(item: pytest.Item) -> int:
-        return min((n for name, n in rank.items() if item.get_closest_marker(name)), default=2)
-
-    items.sort(key=order)  # stable: file order within each kind
+    browser = [item for item in items if item.get_closest_marker("e2e")]
+    chosen = set(browser)
+    items[:] = browser + [item for item in items if item not in chosen]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
