@@ -95,6 +95,32 @@ def _no_urgent_leftovers():
         redis_client().delete(queue.URGENT_RUNS_KEY, stuck.COUNTED_KEY)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _flush_retries_a_deadlock():
+    """A transactional test's tables are emptied by `flush` (TRUNCATE) when it ends. A server
+    process of the test (a late live update, a poll of a page still open) may take a lock in
+    the meantime, even after `_quiet_database_before_flush` saw none, and PostgreSQL settles
+    the cycle by failing the TRUNCATE: it is tried again, as nothing was emptied."""
+    from django.core.management.base import CommandError
+    from django.core.management.commands import flush
+
+    original = flush.Command.handle
+
+    def handle(self, **options):
+        for attempt in range(5):
+            try:
+                return original(self, **options)
+            except CommandError as exc:
+                if attempt == 4 or "deadlock detected" not in str(exc.__cause__):
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        return None
+
+    flush.Command.handle = handle
+    yield
+    flush.Command.handle = original
+
+
 @pytest.fixture(autouse=True)
 def _quiet_database_before_flush(request, django_db_blocker):
     """A transactional test's tables are emptied (TRUNCATE) when it ends; a server process
