@@ -94,8 +94,8 @@ def cluster(console_url, failpoints):
             procs.append(proc)
             return proc
 
-        def beat(self):
-            proc = start_beat(**env)
+        def beat(self, **extra: str):
+            proc = start_beat(**{**env, **extra})
             procs.append(proc)
             return proc
 

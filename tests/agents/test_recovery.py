@@ -11,6 +11,7 @@ import random
 import signal
 import statistics
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ from agents.demo.models import DemoRefund
 from agents.runtime.models import Run, RunEvent, StepAttempt
 from tenants.scope import tenant_scope
 from tests.agents.test_durability import assert_exactly_once, load, start_refund, wait_for_status
+from tests.agents.test_outages import postgres_down
 from tests.processes import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -97,71 +99,123 @@ def test_a_frozen_worker_that_wakes_after_its_run_was_taken_over_writes_nothing(
 
 
 @pytest.mark.solo
-def test_fifty_runs_with_workers_killed_at_random_all_succeed_once_and_recover_in_seconds(
+def test_under_pool_kills_a_postgresql_crash_and_a_backlog_every_run_succeeds_once_and_is_claimed_again_in_seconds(  # noqa: E501
     cluster, customer
 ):
-    rng = random.Random(17)
-    extra = {"LLM_SCRIPTED_DELAY_SECONDS": "0.4", "AGENTSTATE_LEASE_SECONDS": LONG_LEASE}
-    workers = [cluster.worker(f"w{i}", **extra) for i in range(3)]
-    cluster.beat()
-    runs = [start_refund(customer) for _ in range(50)]
-    kills: list[tuple[float, int]] = []
-    deadline = time.monotonic() + 240
-    spawned = 3
+    """The chaos mix: forty refunds queued at once on four single-slot prefork workers (a
+    backlog), steps of 1.5 s, a busy worker's whole process group killed every 2-4 s and
+    replaced, and PostgreSQL crashed once for 3 s. Kill -> claimed again is measured from the
+    kill to the recovered step.started, less the time the database was down meanwhile
+    (nothing can be taken back then); its p95 must be at most 5 s."""
+    rng = random.Random(28)
+    extra = {"LLM_SCRIPTED_DELAY_SECONDS": "1.5", "AGENTSTATE_LEASE_SECONDS": LONG_LEASE}
+
+    def start(i: int):
+        return cluster.worker(f"w{i}", pool="prefork", concurrency=1, **extra)
+
+    workers = [start(i) for i in range(4)]
+    cluster.beat(AGENTSTATE_RECOVERY_INTERVAL_SECONDS="1")  # the default
+    runs = [start_refund(customer) for _ in range(40)]
+    kills: list[tuple[float, set[int]]] = []  # when, and the pool processes killed
+    outage: tuple[float, float] | None = None
     # A replacement starts in the background: waiting seconds for it to be ready (longer on a
     # loaded machine) left the runs to finish with too few kills landed among them.
-    starting = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    starting = concurrent.futures.ThreadPoolExecutor(max_workers=2)
     pending: list[concurrent.futures.Future] = []
+    spawned, next_kill = 4, time.monotonic() + rng.uniform(2, 4)
+    deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         workers += [f.result() for f in pending if f.done()]
         pending = [f for f in pending if not f.done()]
-        # One query a round, not one per run and worker: on a loaded machine those took
-        # longer than a step, so the chosen victim had often finished it before the kill.
+        # One query a round, not one per run and worker.
         with tenant_scope(customer.tenant.pk):
             now = list(
                 Run.objects.filter(pk__in=[r.pk for r in runs]).values_list("status", "lease_owner")
             )
-        if all(status in {"succeeded", "failed", "cancelled"} for status, _ in now):
+        left = sum(status not in {"succeeded", "failed", "cancelled"} for status, _ in now)
+        if not left:
             break
+        if outage is None and left <= 28:
+            began = time.time()
+            with postgres_down(3):
+                pass
+            outage = (began, time.time())
+            continue
         alive = [w for w in workers if w.alive()]
-        # A kill only while another worker lives to take the run over: with none, the time
-        # measured would be how long a replacement process takes to boot (tens of seconds on a
-        # loaded machine), not how long the product takes to notice and hand the run on.
-        if len(kills) < 12 and len(alive) >= 2:
-            owners = {owner for status, owner in now if status == "running"}
-            busy = [w for w in alive if any(o.endswith(f":{w.pid}") for o in owners)]
+        # A kill only while another worker lives to take the run over (with none, the time
+        # measured would be a replacement's boot) and while runs are left to share the kills
+        # (with one left, every kill would land on it until it ran out of tries).
+        if time.monotonic() >= next_kill and len(alive) >= 2 and left >= 6:
+            owners = {int(o.rpartition(":")[2]) for status, o in now if status == "running" and o}
+            busy = [w for w in alive if _pool(w.pid) & owners]
             if busy:
                 victim = rng.choice(busy)
-                time.sleep(rng.uniform(0, 0.4))  # a random point of its step
-                kills.append((time.time(), victim.pid))
-                victim.kill9()
+                kills.append((time.time(), _pool(victim.pid)))
+                victim.kill9()  # the parent and its pool process, as when a host dies
                 workers.remove(victim)
-                pending.append(starting.submit(cluster.worker, f"w{spawned}", **extra))
+                pending.append(starting.submit(start, spawned))
                 spawned += 1
-        time.sleep(rng.uniform(0.5, 1.5))
+                next_kill = time.monotonic() + rng.uniform(2, 4)
+        time.sleep(0.2)
     for run in runs:
-        wait_for_status(run, {"succeeded", "failed"}, timeout=60)
+        wait_for_status(run, {"succeeded", "failed"}, timeout=90)
     starting.shutdown(wait=True)  # every worker started is stopped with the cluster
     for run in runs:
         assert_exactly_once(run)
-    assert DemoRefund.objects.count() == 50
-    assert set(DemoRefund.objects.values_list("requests", flat=True)) <= {1, 2}
-    latencies = []
-    for killed_at, pid in kills:
+    assert DemoRefund.objects.count() == len(runs)
+    assert outage is not None, "the runs finished before PostgreSQL was crashed"
+    latencies, raw = [], []
+    for killed_at, pids in kills:
         for run in runs:
-            with tenant_scope(run.tenant_id):
-                lost = StepAttempt.objects.filter(
-                    run=run, outcome="lost", worker__endswith=f":{pid}"
-                ).exists()
-            if lost:
-                again = _recovered_after(run, pid)
-                assert again is not None, f"run {run.pk} lost by {pid} was never claimed again"
-                latencies.append(again - killed_at)
-    assert len(latencies) >= 5, f"too few kills landed mid-step: {kills}"
-    p95 = statistics.quantiles(latencies, n=20)[-1] if len(latencies) > 1 else latencies[0]
+            for pid in pids:
+                with tenant_scope(run.tenant_id):
+                    lost = StepAttempt.objects.filter(
+                        run=run, outcome="lost", worker__endswith=f":{pid}"
+                    ).exists()
+                if lost:
+                    again = _recovered_after(run, pid)
+                    assert again is not None, f"run {run.pk} lost by {pid} was never claimed again"
+                    down = max(0.0, min(again, outage[1]) - max(killed_at, outage[0]))
+                    raw.append(again - killed_at)
+                    latencies.append(again - killed_at - down)
+                    if latencies[-1] > 5:
+                        print(f"slow: {_story(run, pid, killed_at, outage)}")
+    assert len(latencies) >= 8, f"too few kills landed mid-step: {len(kills)} kills"
+    p95 = statistics.quantiles(latencies, n=20, method="inclusive")[-1]
     shown = ", ".join(f"{x:.1f}" for x in sorted(latencies))
-    print(f"kill -> claimed again over {len(latencies)} kills: p95 {p95:.1f} s ({shown})")
-    assert p95 < 8, f"kill → claimed again p95 {p95:.1f}s over {len(latencies)} kills ({shown})"
+    print(
+        f"\n{len(kills)} kills, {len(latencies)} runs lost, PostgreSQL down"
+        f" {outage[1] - outage[0]:.1f} s: kill -> claimed again p95 {p95:.1f} s ({shown});"
+        f" with the outage counted: max {max(raw):.1f} s"
+    )
+    assert p95 <= 5, f"kill -> claimed again p95 {p95:.1f}s over {len(latencies)} ({shown})"
+
+
+def _story(run, pid: int, killed_at: float, outage: tuple[float, float]) -> str:
+    """What happened to a run after its worker was killed, in seconds from the kill."""
+    with tenant_scope(run.tenant_id):
+        events = RunEvent.objects.filter(run=run, created_at__gte=_at(killed_at - 1))
+        shown = [
+            f"{e.created_at.timestamp() - killed_at:+.1f} {e.kind}"
+            f"{' ' + e.data.get('worker', '') if isinstance(e.data, dict) else ''}"
+            for e in events.order_by("seq")[:12]
+        ]
+    down = f"database down {outage[0] - killed_at:+.1f}..{outage[1] - killed_at:+.1f}"
+    return f"run {run.pk} of pool process {pid}: {down}; " + ", ".join(shown)
+
+
+def _at(ts: float):
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(ts, tz=dt.UTC)
+
+
+def _pool(pid: int) -> set[int]:
+    """A prefork worker's pool processes (they hold the runs: leases name their pids)."""
+    try:
+        return {int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+    except OSError:
+        return set()
 
 
 def _recovered_after(run, pid: int) -> float | None:

@@ -4,14 +4,13 @@ recovered automatically by another worker, and the run completes.
 
 Real uvicorn, real Celery workers and beat, Chromium. Every worker has a 60 s lease, so only
 the liveness key (gone ~3 s after the kill) explains a quick recovery. The recovery sweep
-runs on a worker of its own that consumes only beat's queue: the run waits, visibly lost,
-until the test starts the rescuer (a worker on the runs' queue).
+runs inside beat (config/beat.py) and sends the run back to the queue, where it waits,
+visibly lost, until the test starts the rescuer.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 import time
 
 import pytest
@@ -32,7 +31,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transacti
 
 SCREENS = BASE_DIR / "var" / "screens"
 LEASE = "60"  # far longer than the test: only liveness can explain a quick recovery
-SWEEPS = "sweeps"  # beat's queue, consumed by the sweeper only
 
 
 @pytest.fixture
@@ -45,7 +43,7 @@ def acme():
 
 @pytest.fixture
 def cluster(console_url):
-    """Start the victim, the sweeper (and beat) and the rescuer on demand; all stopped after."""
+    """Start the victim, beat and the rescuer on demand; all stopped after."""
     celery_app.control.purge()
     env = {
         "DEMO_PAYMENTS_URL": console_url + "/demo/payments/refunds",
@@ -60,28 +58,12 @@ def cluster(console_url):
             started.append(processes.start_worker(name, **{**env, **extra}))
             return started[-1]
 
-        def sweeper(self) -> None:
-            """Beat, sending its sweeps to a queue that only the sweeper consumes; the sweeper
-            sends the runs it takes back to the runs' queue."""
-            started.append(_sweeper(env))
-            started.append(
-                processes.start_beat("recovery-beat", **env, AGENTSTATE_QUEUE_NAME=SWEEPS)
-            )
+        def beat(self) -> None:
+            started.append(processes.start_beat("recovery-beat", **env))
 
     yield Cluster()
     for proc in started:
         proc.stop()
-
-
-def _sweeper(env: dict[str, str]) -> processes.Proc:
-    argv = [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel=INFO"]
-    argv += ["--pool=solo", "--hostname=e2e-sweeper@%h", "--without-gossip", "--without-mingle"]
-    proc = processes.Proc("e2e-sweeper", [*argv, "-Q", SWEEPS], processes.process_env(**env))
-    processes.wait_until(
-        lambda: "ready." in proc.log() or not proc.alive(), timeout=30, what="the sweeper"
-    )
-    assert proc.alive(), proc.log()[-3000:]
-    return proc
 
 
 def load(run: Run) -> Run:
@@ -132,7 +114,7 @@ def test_an_admin_watching_a_run_sees_its_worker_lost_and_then_recovered_automat
 ):
     tenant, customer = acme
     log_in(page, console_url, "ada")
-    cluster.sweeper()
+    cluster.beat()
     run, victim = on_victim(cluster, tenant, customer)
     page.goto(f"{console_url}/runs/{run.pk}/")
     summary = page.locator("#run-summary")
@@ -189,7 +171,7 @@ def test_an_admin_watching_the_console_sees_a_lost_worker_flagged_then_recovered
     _console_feeds_subscribable()
     tenant, customer = acme
     log_in(page, console_url, "ada")
-    cluster.sweeper()
+    cluster.beat()
     run, victim = on_victim(cluster, tenant, customer)
     page.goto(f"{console_url}/console/")
     expect(page.get_by_role("heading", level=1)).to_have_text("Runs console")
