@@ -305,7 +305,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Any number of beat processes may run: the one holding a lease in PostgreSQL sends the
 # schedule, the others stand by and take over within AGENTSTATE_BEAT_LEASE_SECONDS (config/beat.py).
 CELERY_BEAT_SCHEDULER = "config.beat:LeaderDatabaseScheduler"
-AGENTSTATE_BEAT_LEASE_SECONDS = env_float("AGENTSTATE_BEAT_LEASE_SECONDS", 6.0, minimum=1.0)
+AGENTSTATE_BEAT_LEASE_SECONDS = env_float("AGENTSTATE_BEAT_LEASE_SECONDS", 3.0, minimum=1.0)
 # The recovery sweep runs in the active beat's process, not through the queue, so it never
 # waits for a free worker slot (config/beat.py). 0: queued like the other sweeps.
 AGENTSTATE_RECOVERY_IN_BEAT = env_bool("AGENTSTATE_RECOVERY_IN_BEAT", True)

