@@ -1,6 +1,7 @@
 """Live progress: commit-to-browser latency, and how many idle sockets one ASGI process holds.
 
     .venv/bin/python bench/live_latency.py [--steps 200] [--pace 0.03] [--clients 1000]
+                                           [--web-processes 1]
 
 1. Latency. A real Celery worker runs a 200-step agent (each step sleeps `--pace` seconds, so
    steps commit one by one); Chromium shows the run page of one uvicorn process. An init
@@ -13,6 +14,10 @@
    cookie sent as a browser would) connect to one uvicorn process and subscribe to a run page;
    the process's RSS before and after gives memory per client. Then one event is published
    and the bench counts the sockets it reaches. Target >= 1,000 held and reached.
+   With `--web-processes 2 --clients 5000` the sockets are shared out over two uvicorn
+   processes (the event reaches both through Redis), and the bench prints the web CPU that one
+   event cost: the processes' CPU time over the fan-out, less what they spend idle in as long
+   (websocket pings), measured just before.
 
 Embedded PostgreSQL and Redis under ./var (or AGENTSTATE_VAR_DIR), migrated first, durability
 settings untouched. Prints a table, then one JSON line.
@@ -297,7 +302,17 @@ async def _reach(sockets: list[Any], timeout: float) -> tuple[int, float]:
     return len(reached), max(reached) if reached else float("nan")
 
 
-def idle_clients(tenant, count: int, web_pid: int, url: str) -> dict[str, Any]:
+def cpu_ms(pids: list[int]) -> float:
+    """User + system CPU time of these processes so far, in ms."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])
+    return total * 1000 / tick
+
+
+def idle_clients(tenant, count: int, webs: list[tuple[int, str]]) -> dict[str, Any]:
     from django.db import transaction
 
     from agents.live.broadcast import flush
@@ -308,15 +323,31 @@ def idle_clients(tenant, count: int, web_pid: int, url: str) -> dict[str, Any]:
     users = [make_user(tenant, "viewer") for _ in range(count)]
     cookies = [session_for(u) for u in users]
 
+    pids = [pid for pid, _ in webs]
+    warm_n = 10 * len(webs)
+
+    async def hold(part: list[str]) -> dict[str, Any]:
+        """Connect `part`'s cookies, shared out over the web processes in turn."""
+        per_web = [_hold(url, part[i :: len(webs)], run_id, 1) for i, (_, url) in enumerate(webs)]
+        held = await asyncio.gather(*per_web)
+        return {
+            "sockets": [ws for h in held for ws in h["sockets"]],
+            "connect_s": max(h["connect_s"] for h in held),
+        }
+
     async def scenario() -> dict[str, Any]:
-        warm = await _hold(url, cookies[:10], run_id, 1)
+        warm = await hold(cookies[:warm_n])
         await asyncio.sleep(2)
-        before = rss_kib(web_pid)
-        held = await _hold(url, cookies[10:], run_id, 1)
+        before = sum(rss_kib(pid) for pid in pids)
+        held = await hold(cookies[warm_n:])
         await asyncio.sleep(3)
-        after = rss_kib(web_pid)
+        after = sum(rss_kib(pid) for pid in pids)
         sockets = warm["sockets"] + held["sockets"]
         open_now = sum(1 for ws in sockets if ws.close_code is None)
+        idle_started, idle_cpu = time.monotonic(), cpu_ms(pids)
+        await asyncio.sleep(2)
+        idle_rate = (cpu_ms(pids) - idle_cpu) / (time.monotonic() - idle_started)
+        poked_at, poked_cpu = time.monotonic(), cpu_ms(pids)
 
         def poke() -> None:
             with _tenant(tenant), transaction.atomic():
@@ -325,9 +356,14 @@ def idle_clients(tenant, count: int, web_pid: int, url: str) -> dict[str, Any]:
 
         await asyncio.to_thread(poke)
         reached, fan_out_s = await _reach(sockets, 60)
+        spent = cpu_ms(pids) - poked_cpu
+        event_cpu = spent - idle_rate * (time.monotonic() - poked_at)
         for ws in sockets:
             await ws.close()
         return {
+            "web_processes": len(webs),
+            "event_cpu_ms": round(event_cpu, 1),
+            "idle_cpu_ms_per_s": round(idle_rate, 1),
             "clients": len(sockets),
             "open": open_now,
             "reached": reached,
@@ -352,6 +388,7 @@ def main() -> int:
     parser.add_argument("--pace", type=float, default=0.03, help="seconds each step sleeps")
     parser.add_argument("--clients", type=int, default=TARGET_CLIENTS)
     parser.add_argument("--skip", default="", help="latency or clients")
+    parser.add_argument("--web-processes", type=int, default=1)
     args = parser.parse_args()
     setup()
     from bench import _common as common
@@ -359,21 +396,23 @@ def main() -> int:
     common.LOG_DIR.mkdir(parents=True, exist_ok=True)
     tenant = common.bench_tenant("live")
     user = make_user(tenant)
-    proc, url = start_web()
+    webs = [start_web() for _ in range(args.web_processes)]
+    proc, url = webs[0]
     result: dict[str, Any] = {"bench": "live_latency"}
     try:
         if "latency" not in args.skip:
             result["latency"] = latency(tenant, user, url, args.steps, args.pace)
         if "clients" not in args.skip:
-            result["idle"] = idle_clients(tenant, args.clients, proc.pid, url)
+            result["idle"] = idle_clients(tenant, args.clients, [(p.pid, u) for p, u in webs])
     finally:
-        stop(proc)
+        for web, _ in webs:
+            stop(web)
         print(cleanup(tenant), file=sys.stderr)
     print_table(result, args)
     lat, idle = result.get("latency"), result.get("idle")
     result["ok"] = bool(
         (lat is None or (lat["p95_ms"] <= TARGET_P95_MS and lat["shown"] == lat["steps"]))
-        and (idle is None or idle["reached"] >= TARGET_CLIENTS)
+        and (idle is None or idle["reached"] >= max(TARGET_CLIENTS, args.clients))
     )
     common.dump_json(result)
     return 0 if result["ok"] else 1
@@ -408,7 +447,7 @@ def print_table(result: dict[str, Any], args: argparse.Namespace) -> None:
     if idle:
         rows += [
             (
-                "idle sockets held by one uvicorn process",
+                f"idle sockets held by {idle['web_processes']} uvicorn process(es)",
                 f"{idle['open']} / {idle['clients']}",
                 f">= {TARGET_CLIENTS}",
             ),
@@ -416,11 +455,13 @@ def print_table(result: dict[str, Any], args: argparse.Namespace) -> None:
             ("sockets reached by one event", f"{idle['reached']}", f">= {TARGET_CLIENTS}"),
             ("time until the last one got it", f"{idle['fan_out_s']} s", ""),
             (
-                "uvicorn RSS before / after",
+                "uvicorn RSS before / after (all processes)",
                 f"{idle['rss_before_mib']} / {idle['rss_after_mib']} MiB",
                 "",
             ),
             ("memory per idle client", f"{idle['kib_per_client']} KiB", ""),
+            ("web CPU for that one event (all processes)", f"{idle['event_cpu_ms']} ms", ""),
+            ("web CPU while idle (pings)", f"{idle['idle_cpu_ms_per_s']} ms/s", ""),
         ]
     width = max(len(r[0]) for r in rows)
     print(f"{'live progress':<{width}}  {'measured':>22}  target")

@@ -10,7 +10,6 @@ element already on the page is replaced in place), so an update shown twice is h
 
 from __future__ import annotations
 
-import copy
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from agents.live.access import Refused
+from agents.live.templatetags.live_format import run_seq_marker
 from agents.presenters import chat_pages, context_record, pages, waterfall
 from agents.presenters.forms import RunFilterForm
 from agents.runtime import selectors
@@ -121,8 +121,7 @@ def run_messages(view: RunView, update: RunUpdate) -> list[str]:
             records = context_record.records_for(view.principal, update.run)
         html += render_to_string(CONTEXT, {"run": update.run, "records": records}) + "\n"
     view.after = update.upto
-    # The marker writes the seq shown into the run it is given: its own copy.
-    return [html + _seq_marker(copy.copy(update.run), update.upto)]
+    return [html + _seq_marker(update.run, update.upto)]
 
 
 def run_catch_up(view: RunView) -> list[str]:
@@ -257,9 +256,9 @@ def _sections(run: Run, names: set[str], context: dict[str, Any]) -> list[str]:
 
 
 def _seq_marker(run: Run, seq: int) -> str:
-    """Per socket, never shared: it carries the server's clock for the page's timers."""
-    run.event_seq = seq  # the page shows events up to here, even if the row has moved on
-    return render_to_string(f"{RUN}#run-seq", {"run": run, "now": timezone.now()})
+    """Per socket, never shared: it carries the server's clock for the page's timers. The
+    page shows events up to `seq`, even if the row has moved on."""
+    return run_seq_marker(run, timezone.now(), seq)
 
 
 # --- the runs list --------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ import datetime as dt
 from typing import Any
 
 from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from approvals.policies import refusal
 from core import charts
@@ -112,3 +114,17 @@ def refusal_for(approval: Any, principal: Any) -> str | None:
     """Why `principal` may not decide this approval (its policy: role, group, four eyes), or
     None if they may: the run page offers Approve/Reject only to those the service accepts."""
     return refusal(principal, approval) if principal is not None else "Not signed in."
+
+
+@register.simple_tag
+def run_seq_marker(run: Any, now: dt.datetime | None, seq: int | None = None) -> SafeString:
+    """The number of the last event a run page shows (sent back when its socket reconnects)
+    and the server's clock for the page's timers: drawn with the page, and sent after every
+    live update to each socket (agents/live/render.py), so it is formatted, not rendered."""
+    return format_html(
+        '<span id="run-seq" hidden data-live="run" data-run="{}" data-seq="{}"'
+        ' data-now="{}"></span>',
+        run.pk,
+        run.event_seq if seq is None else seq,
+        epoch(now),
+    )
