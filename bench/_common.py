@@ -308,6 +308,21 @@ def _cpu_s(pid: int, *, children_reaped: bool = False) -> float:
     return total / _TICK
 
 
+def wait_settled(pids: list[int], *, most: float = 180.0) -> float:
+    """Seconds until these processes are idle (under a tenth of a core over a second): a web
+    process loads the embedding model in the background when it starts, a one-off that would
+    take the CPU a measurement needs on 2 cores (its cost is bench/boot.py's)."""
+    started = time.monotonic()
+    before = sum(_cpu_s(pid) for pid in pids)
+    while time.monotonic() - started < most:
+        time.sleep(1.0)
+        now = sum(_cpu_s(pid) for pid in pids)
+        if now - before < 0.1:
+            break
+        before = now
+    return time.monotonic() - started
+
+
 def _children(ppid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():

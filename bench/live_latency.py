@@ -304,27 +304,9 @@ async def _reach(sockets: list[Any], timeout: float) -> tuple[int, float]:
 
 def cpu_ms(pids: list[int]) -> float:
     """User + system CPU time of these processes so far, in ms."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        total += int(fields[11]) + int(fields[12])
-    return total * 1000 / tick
+    from bench import _common
 
-
-def wait_settled(pids: list[int], *, most: float = 120.0) -> float:
-    """Seconds until the web processes are idle (under a tenth of a core over a second): each
-    loads the embedding model in the background when it starts (bench/load.py waits too), a
-    one-off that took the CPU the measured run needed (commit -> DOM p95 150-330 ms with it)."""
-    started = time.monotonic()
-    before = cpu_ms(pids)
-    while time.monotonic() - started < most:
-        time.sleep(1.0)
-        now = cpu_ms(pids)
-        if now - before < 100:
-            break
-        before = now
-    return time.monotonic() - started
+    return sum(_common._cpu_s(pid) for pid in pids) * 1000
 
 
 def idle_clients(tenant, count: int, webs: list[tuple[int, str]]) -> dict[str, Any]:
@@ -415,7 +397,7 @@ def main() -> int:
     proc, url = webs[0]
     result: dict[str, Any] = {"bench": "live_latency"}
     try:
-        settled = wait_settled([p.pid for p, _ in webs])
+        settled = common.wait_settled([p.pid for p, _ in webs], most=120.0)
         print(f"the web processes settled {settled:.0f} s after they were ready (model warm-up)")
         if "latency" not in args.skip:
             result["latency"] = latency(tenant, user, url, args.steps, args.pace)

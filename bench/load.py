@@ -135,14 +135,6 @@ class ConnectionSampler(threading.Thread):
         }
 
 
-def _cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
@@ -186,24 +178,9 @@ def stack_processes(stack_pid: int) -> dict[str, list[int]]:
 
 
 def cpu_by_role(roles: dict[str, list[int]]) -> dict[str, float]:
-    return {role: sum(_cpu_seconds(pid) for pid in pids) for role, pids in roles.items()}
+    from bench import _common
 
-
-def wait_settled(roles: dict[str, list[int]], *, most: float = 180.0) -> float:
-    """Seconds until the web and worker processes are idle (under a tenth of a core over a
-    second): each web process loads the embedding model in the background when it starts, a
-    one-off that would otherwise take the first tens of seconds of the window on 2 cores (its
-    cost is bench/boot.py's)."""
-    started = time.monotonic()
-    busy = roles["web"] + roles["worker"]
-    before = sum(_cpu_seconds(pid) for pid in busy)
-    while time.monotonic() - started < most:
-        time.sleep(1.0)
-        now = sum(_cpu_seconds(pid) for pid in busy)
-        if now - before < 0.1:
-            break
-        before = now
-    return time.monotonic() - started
+    return {role: sum(_common._cpu_s(pid) for pid in pids) for role, pids in roles.items()}
 
 
 def make_api_keys(count: int) -> list[str]:
@@ -378,7 +355,9 @@ def main() -> int:
         sampler = ConnectionSampler()
         sampler.start()
         roles = stack_processes(stack.proc.pid)
-        settled = wait_settled(roles)
+        from bench import _common
+
+        settled = _common.wait_settled(roles["web"] + roles["worker"])
         print(f"the stack settled {settled:.0f} s after it was ready (model warm-up)")
         cpu_before, own_before = cpu_by_role(roles), sum(os.times()[:2])
         rec, elapsed = asyncio.run(drive(stack.url, keys, creds, args.seconds, args.browsers))

@@ -6,6 +6,7 @@ its lease expires; a worker that only froze is fenced off when it wakes and writ
 from __future__ import annotations
 
 import concurrent.futures
+import datetime as dt
 import os
 import random
 import signal
@@ -204,9 +205,7 @@ def _story(run, pid: int, killed_at: float, outage: tuple[float, float]) -> str:
     return f"run {run.pk} of pool process {pid}: {down}; " + ", ".join(shown)
 
 
-def _at(ts: float):
-    import datetime as dt
-
+def _at(ts: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(ts, tz=dt.UTC)
 
 
