@@ -223,6 +223,7 @@ PARAM_TYPES = {
     "attempt": "int",
     "started_at": "timestamptz",
     "duration_ms": "float8",
+    "appended": "jsonb",
 }
 
 
@@ -271,6 +272,7 @@ def step_params(run_id: str, version: int, k: int) -> dict:
         "attempt": 1,
         "started_at": timezone.now(),
         "duration_ms": 0.01,
+        "appended": None,
     }
 
 

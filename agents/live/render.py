@@ -175,7 +175,9 @@ def _run_batch(view: RunView, run: Run, events: list[RunEventLog]) -> str:
             ops.upsert("timeline", f"step-{current}")
             sections.update({"run-io", "run-approvals", "run-waterfall"})
         elif event.kind == "message.appended" and data.get("message_seq"):
-            ops.upsert("transcript", f"msg-{data['message_seq']}")
+            first = int(data["message_seq"])
+            for seq in range(first, int(data.get("last_message_seq") or first) + 1):
+                ops.upsert("transcript", f"msg-{seq}")
     for element_id in ops.items:
         if element_id.startswith("step-"):
             step_seqs.add(int(element_id[5:]))

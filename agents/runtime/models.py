@@ -295,6 +295,9 @@ class Checkpoint(TenantOwned):
     duration_ms = models.FloatField(null=True, blank=True)
     event_seq = models.PositiveIntegerField(null=True, blank=True)  # its step.finished event
     status = models.CharField(max_length=20, blank=True, default="", db_default="")  # run's, after
+    # What the step appended to the run's logs ({key: [items]}, `ctx.append`): a log is
+    # stored once, piece by piece, rather than copied into every checkpoint's state.
+    appended = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="checkpoint_unique_seq")]

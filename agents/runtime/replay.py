@@ -240,6 +240,7 @@ def _replay_as_new_run(
             state=cp.state,
             schema_version=cp.schema_version,
             messages_upto=cp.messages_upto,
+            appended=cp.appended,
         )
         for cp in Checkpoint.objects.for_tenant(tenant).filter(run=run, seq__lte=start.seq)
     )

@@ -102,14 +102,19 @@ def messages_append(
         )
         for i, m in enumerate(messages)
     )
-    for message in created:
+    if created:
+        # One event for the batch (a step that says ten messages records one event and
+        # updates its run once): the first message's number, and the last's when there are more.
+        roles = {m.role for m in created}
+        batch: dict[str, Any] = {"last_message_seq": created[-1].seq} if len(created) > 1 else {}
         publish(
             tenant_id=tenant_id,
             run_id=run_id or "",
             kind="message.appended",
             session_id=str(session_id),
-            message_seq=message.seq,
-            role=message.role,
+            message_seq=created[0].seq,
+            **batch,
+            role=roles.pop() if len(roles) == 1 else "agent",
         )
     _after_append(tenant_id, session_id, created, inherited=row[1], summary_upto=row[2])
     return created

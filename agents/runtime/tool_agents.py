@@ -24,6 +24,13 @@ The loop is two steps of an ordinary `Agent`, so everything the engine guarantee
 
 After `max_turns` model calls without an answer the run finishes with `turn_limit`.
 
+The run's calls and results are kept in two logs of the run (`ctx.append`/`ctx.log`), not in
+its state: each turn's part is stored once, in the checkpoint of the step that made it, so a
+run's bytes grow with its turns rather than with their square. `exchange` is what the model
+is sent after its packed context (the OpenAI format); `transcript` is the same turns as thread
+messages, said when the run answers (or stops at the limit), so the packer does not send this
+run's calls twice.
+
 Options beyond the loop: `input_context` (run-input keys the model gets as data, in a system
 message after the instructions), `extract_memory` (on the first model turn, what the user says
 about themselves is remembered through `ctx.memory.extract`), `memory_query` (what else to
@@ -59,6 +66,9 @@ from tenants.scope import tenant_scope
 
 # The approvals app answers "does a policy of this tenant cover this action?" when installed.
 POLICY_COVERS = "approvals.policy_covers"
+# The run's logs (ctx.append / ctx.log): stored once, each turn's part in its step's checkpoint.
+EXCHANGE = "exchange"  # this run's calls and results, in the OpenAI format, for the model
+TRANSCRIPT = "transcript"  # the same turns as thread messages, said when the run answers
 TURN_LIMIT_REPLY = "I could not finish this within the steps I am allowed; a person will follow up."
 
 
@@ -117,8 +127,11 @@ class ToolAgent:
     # --- the model's turn -------------------------------------------------------------------
 
     def _model_step(self, ctx: StepContext) -> Transition:
+        _adopt_copies(ctx)
         turn = int(ctx.state.get("turn", 0))
         if turn >= self.max_turns:
+            for message in ctx.log(TRANSCRIPT):
+                ctx.say(**message)
             ctx.say(TURN_LIMIT_REPLY)
             return finish({"answer": None, "reason": "turn_limit", "turns": turn})
         request = str(ctx.run_input.get("message") or "")
@@ -126,9 +139,9 @@ class ToolAgent:
             ctx.memory.extract(request)
         messages, schemas = self._context(ctx, request)
         llm = ctx.llm if self.model is None else ctx.live(self.model())
-        reply = llm.chat(messages + list(ctx.state.get("exchange", [])), tools=schemas or None)
+        reply = llm.chat(messages + ctx.log(EXCHANGE), tools=schemas or None)
         if not reply.tool_calls:
-            for message in ctx.state.get("transcript", []):
+            for message in ctx.log(TRANSCRIPT):
                 ctx.say(**message)
             ctx.say(reply.content)
             return finish({"answer": reply.content, "turns": turn + 1})
@@ -145,6 +158,7 @@ class ToolAgent:
                 for c in calls
             ],
         }
+        ctx.append(EXCHANGE, assistant)
         return goto(
             "tools",
             turn=turn + 1,
@@ -152,7 +166,6 @@ class ToolAgent:
             results={},
             awaiting=None,
             reason=reply.content,
-            exchange=[*ctx.state.get("exchange", []), assistant],
         )
 
     def _context(self, ctx: StepContext, request: str) -> tuple[list[dict], list[dict]]:
@@ -185,6 +198,7 @@ class ToolAgent:
     # --- the tools' turn --------------------------------------------------------------------
 
     def _tools_step(self, ctx: StepContext) -> Transition:
+        _adopt_copies(ctx)
         calls: list[dict[str, Any]] = ctx.state.get("pending", [])
         results: dict[str, Any] = dict(ctx.state.get("results", {}))
         for call in calls:
@@ -218,15 +232,9 @@ class ToolAgent:
                 results[call["id"]] = ctx.tools.call(tool.name, **arguments)
             except ToolFailed as exc:
                 results[call["id"]] = {"error": str(exc)}
-        replies = [_tool_message(call, results[call["id"]]) for call in calls]
-        return goto(
-            "model",
-            pending=[],
-            results={},
-            awaiting=None,
-            exchange=[*ctx.state.get("exchange", []), *replies],
-            transcript=[*ctx.state.get("transcript", []), *_transcript(calls, results)],
-        )
+        ctx.append(EXCHANGE, *(_tool_message(call, results[call["id"]]) for call in calls))
+        ctx.append(TRANSCRIPT, *_transcript(calls, results))
+        return goto("model", pending=[], results={}, awaiting=None)
 
     def _check(self, call: dict[str, Any]) -> tuple[Tool | None, str]:
         """The tool a call names and an empty string, or None and what is wrong (for the model)."""
@@ -255,6 +263,15 @@ class ToolAgent:
             return False
         with tenant_scope(ctx.tenant_id):
             return bool(covers(tenant_id=ctx.tenant_id, action=tool.name))
+
+
+def _adopt_copies(ctx: StepContext) -> None:
+    """A run checkpointed before the logs (its state holds the whole exchange and transcript)
+    moves them into its logs at its next step; its state then stops carrying them."""
+    for key in (EXCHANGE, TRANSCRIPT):
+        copied = ctx.state.pop(key, None)
+        if copied:
+            ctx.append(key, *copied)
 
 
 def _lookup(name: str) -> Tool | None:

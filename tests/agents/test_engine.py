@@ -204,6 +204,7 @@ def test_the_engine_functions_run_under_row_level_security_for_the_tenant_they_a
         "attempt": 1,
         "started_at": timezone.now(),
         "duration_ms": 1.0,
+        "appended": None,
     }
     assert store.persist(params) is None  # the right fence, the wrong tenant: no write
     assert (reload(run).status, reload(run).step_seq) == ("running", 0)

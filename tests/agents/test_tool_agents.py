@@ -3,6 +3,7 @@ covered tools pause for a person, and whatever goes wrong goes back to the model
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -65,8 +66,8 @@ def test_a_tool_agent_looks_up_in_parallel_refunds_once_and_answers(start, finis
 def test_the_model_sees_its_tool_results_in_the_openai_format(start, finish_run, reload):
     run = finish_run(start("tool_desk", message="refund A-1002"))
     with tenant_scope(run.tenant_id):
-        states = [c.state for c in Checkpoint.objects.filter(run=run).order_by("seq")]
-    exchange = states[-1]["exchange"]
+        appended = [c.appended for c in Checkpoint.objects.filter(run=run).order_by("seq")]
+    exchange = [m for part in appended if part for m in part.get("exchange", [])]
     assert [m["role"] for m in exchange] == ["assistant", "tool", "tool", "assistant", "tool"]
     assert [c["function"]["name"] for c in exchange[0]["tool_calls"]] == ["lookup_order"] * 2
     assert exchange[1]["tool_call_id"] == exchange[0]["tool_calls"][0]["id"]
@@ -330,3 +331,65 @@ def test_memory_query_adds_its_words_to_what_memories_are_recalled_for(
 
     finish_run(start("tool_desk_recalling", message="refund A-1002"))
     assert queries == ["refund A-1002 How does the customer prefer to be contacted?"] * 3
+
+
+def test_a_fifty_turn_agents_checkpoints_stay_the_same_size_turn_after_turn(start, step, reload):
+    register(
+        ToolAgent(
+            name="tool_desk_fifty",
+            instructions="x",
+            tools=["lookup_order"],
+            max_turns=60,
+            model=lambda: desk.DeskModel(
+                [{"calls": [("lookup_order", {"order": "A-1001"})]}] * 50
+                + [lambda results: {"content": f"Looked {len(results)} times."}]
+            ),
+        ),
+        replace=True,  # each test (and parameter) defines it afresh
+    )
+    run = start("tool_desk_fifty", message="look")
+    for _ in range(3):  # slices of many steps; the log is read once per slice
+        step(run, slice_seconds=3600)
+    run = reload(run)
+
+    # The model saw every earlier call and result (DeskModel counts them to pick its turn).
+    assert run.status == "succeeded" and run.output["answer"] == "Looked 50 times."
+    assert desk.lookups == {"A-1001": 50}
+    with tenant_scope(run.tenant_id):
+        rows = list(Checkpoint.objects.filter(run=run).order_by("seq"))
+    sizes: dict[str, list[int]] = {}
+    for cp in rows[:-1]:  # the last one is the answer
+        size = len(json.dumps(cp.state)) + len(json.dumps(cp.appended))
+        sizes.setdefault(cp.step, []).append(size)
+    for name, per_turn in sizes.items():
+        later = per_turn[9:]  # from turn 10 the call ids have two digits
+        assert len(per_turn) == 50 and max(later) - min(later) <= 8, (name, per_turn)
+    exchange = [m for cp in rows for m in (cp.appended or {}).get("exchange", [])]
+    assert len(exchange) == 100  # each call and each result stored once
+
+
+def test_a_run_checkpointed_with_its_exchange_in_the_state_moves_it_into_its_log(
+    start, step, reload
+):
+    """Runs checkpointed before the logs (their state held the whole exchange and
+    transcript) carry on after an upgrade, and stop copying them."""
+    run = start("tool_desk", message="refund A-1002")
+    step(run, slice_seconds=0)  # the model's first turn: two lookups asked
+    step(run, slice_seconds=0)  # the lookups made
+    with tenant_scope(run.tenant_id):
+        logs: dict[str, list] = {}
+        for cp in list(Checkpoint.objects.filter(run=run).order_by("seq")):
+            for key, items in (cp.appended or {}).items():
+                logs[key] = [*logs.get(key, []), *items]
+            Checkpoint.objects.filter(pk=cp.pk).update(state={**cp.state, **logs}, appended=None)
+    for _ in range(5):
+        step(run, slice_seconds=0)
+    run = reload(run)
+
+    assert run.status == "succeeded" and run.output["answer"].startswith("Refunded 40.00")
+    assert desk.lookups == {"A-1001": 1, "A-1002": 1} and list(desk.payments.values()) == [1]
+    with tenant_scope(run.tenant_id):
+        later = list(Checkpoint.objects.filter(run=run, seq__gt=2).order_by("seq"))
+    assert all("exchange" not in cp.state and "transcript" not in cp.state for cp in later)
+    moved = later[0].appended["exchange"]
+    assert [m["role"] for m in moved] == ["assistant", "tool", "tool", "assistant"]

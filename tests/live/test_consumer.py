@@ -107,9 +107,9 @@ def test_a_member_follows_their_own_run_step_by_step(cookies, alice, start_run, 
             assert 'id="step-1"' in first and 'id="step-2"' in first  # done + the next one
             assert 'id="event-3"' in first and 'id="event-4"' in first
             # tools, model, tools, model: claimed (5), finished (6-9), then the transcript
-            # (two tool calls, their results, the reply: 10-14)
+            # (two tool calls, their results, the reply: one event for the five messages, 10)
             await step(run)
-            second = "".join(await ws.receive_until('data-seq="14"'))
+            second = "".join(await ws.receive_until('data-seq="10"'))
             assert "Finished after 5 steps" in text(second) and 'id="msg-6"' in second
             assert 'id="event-3"' not in second  # nothing is sent twice
             assert "Done: 40.00 refunded for order A-1002 (refund re_1)." in second

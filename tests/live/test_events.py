@@ -169,3 +169,41 @@ def _drive_silently(run: Run) -> None:
         progress._subscribers.extend(subscribers)
     with tenant_scope(run.tenant_id):
         assert RunEventLog.objects.for_tenant(run.tenant_id).filter(run=run).count() == 8
+
+
+def test_a_step_that_says_several_messages_records_one_event_and_the_page_shows_each(
+    alice, start_run, sent
+):
+    from agents.runtime.services import messages_append
+
+    run = start_run(alice, "hello")
+    before = reload(run).event_seq
+    with transaction.atomic(), tenant_scope(run.tenant_id):
+        appended = messages_append(
+            tenant_id=run.tenant_id,
+            session_id=run.session_id,
+            run_id=run.pk,
+            messages=[
+                {"role": "assistant", "content": "Looking it up."},
+                {"role": "tool", "content": "{}", "tool_call": {"id": "c1", "name": "x"}},
+                {"role": "assistant", "content": "Done."},
+            ],
+        )
+    first, last = appended[0].seq, appended[-1].seq
+    assert last == first + 2
+    assert events_of(run)[before:] == [(before + 1, "message.appended")]
+    assert reload(run).event_seq == before + 1
+    [event] = [e for e in sent if e["run_id"] == str(run.pk) and e["seq"] == before + 1]
+    assert (event["message_seq"], event["last_message_seq"], event["role"]) == (
+        first,
+        last,
+        "agent",
+    )
+
+    view = render.RunView(
+        principal=factories.principal_for(alice), run_id=str(run.pk), after=before
+    )
+    [html] = render.run_catch_up(view)
+    for seq in range(first, last + 1):
+        assert f'id="msg-{seq}"' in html
+    assert f"Messages {first} to {last} from the agent" in html

@@ -82,7 +82,14 @@ def event_label(event: Any) -> str:
     if kind == "approval.escalated":
         return "Approval escalated to the tenant's admins"
     if kind == "message.appended":
-        return f"Message {data.get('message_seq', '')} from the {data.get('role', '?')}"
+        first, last, role = (
+            data.get("message_seq", ""),
+            data.get("last_message_seq"),
+            data.get("role", "?"),
+        )
+        if last:
+            return f"Messages {first} to {last} from the {role}"
+        return f"Message {first} from the {role}"
     if kind == "memory.written":
         return "Memory written"
     return kind

@@ -114,6 +114,16 @@ class _Driver:
         self.event_seq = claim.event_seq  # the run's latest stored event (live events follow it)
         self.steps = 0
         self.lease_held: Lease | None = None  # renewed by the process's lease keeper
+        # The run's logs (ctx.log) up to its latest checkpoint: read when a step first asks,
+        # then kept up to date as this drive persists steps.
+        self._logs: dict[str, list[Any]] | None = None
+
+    def logs(self) -> dict[str, list[Any]]:
+        if self._logs is None:
+            self._logs = store.run_logs(
+                tenant_id=self.claim.tenant_id, run_id=self.claim.run_id, upto_seq=self.seq
+            )
+        return self._logs
 
     @cached_property
     def agent(self) -> Agent:
@@ -164,6 +174,7 @@ class _Driver:
                 wake_payload=self.wake,
                 messages_upto=self.upto,
                 event_seq=self.event_seq,
+                logs=self.logs,
             )
             try:
                 transition = agent.get_step(self.step)(ctx)
@@ -242,6 +253,7 @@ class _Driver:
             status, owner, attempts = STOPS[t.kind], "", 0
         approval_id = uuid.uuid4() if t.kind == "approval" else None
         state_json = store.dumps({**ctx.state, **t.update}) or "{}"  # a dict is never None
+        appended_json = store.dumps(ctx._appended) if ctx._appended else None
         read_upto = max((m["seq"] for m in ctx.__dict__.get("transcript", ())), default=0)
         self.upto = max(self.upto, read_upto)
         params = {
@@ -268,6 +280,7 @@ class _Driver:
             "attempt": self.attempt,
             "started_at": started_at,
             "duration_ms": (time.perf_counter() - t0) * 1000,
+            "appended": appended_json,
         }
         if not ctx._outbox and not ctx._writes and approval_id is None:
             row = store.persist(params)  # one round trip, one commit
@@ -285,6 +298,10 @@ class _Driver:
                 )
             self.event_seq = max(self.event_seq, recorded.get(self.claim.run_key, 0))
         self.state_json = state_json
+        if appended_json is not None and self._logs is not None:
+            # as a later drive would read it back: JSON, decoded
+            for key, items in json.loads(appended_json).items():
+                self._logs.setdefault(key, []).extend(items)
         self._set_version(row.version)
         return row.status
 

@@ -56,6 +56,7 @@ class StepContext:
         wake_payload: dict | None,
         messages_upto: int,
         event_seq: int = 0,
+        logs: Callable[[], dict[str, list[Any]]] | None = None,
     ) -> None:
         self.run_id = claim.run_id
         self.tenant_id = claim.tenant_id
@@ -78,6 +79,10 @@ class StepContext:
         # Who answered each model call made through `ctx.llm` / `ctx.live(...)`, in order
         # ({"provider", "model"}): the packed-context record names the call's real model.
         self._llm_calls: list[dict[str, str]] = []
+        # What this step appends to the run's logs (stored with its checkpoint), and how the
+        # earlier steps' parts are read (once per drive, by the runner).
+        self._appended: dict[str, list[Any]] = {}
+        self._logs = logs
         self._extensions: dict[str, Any] = {}
         wake = wake_payload or {}
         self.decision: dict | None = wake.get("decision")
@@ -139,6 +144,20 @@ class StepContext:
     def write_with_step(self, write: Callable[[], None]) -> None:
         """Run `write()` in the transaction that persists this step (exactly once with it)."""
         self._writes.append(write)
+
+    def append(self, key: str, *items: Any) -> None:
+        """Add `items` (JSON values) to the run's log `key`, committed with this step.
+
+        A state key is copied into every checkpoint, so a list kept in the state costs bytes
+        with the square of its length over a run; a log is stored once, each step's part in
+        its own checkpoint. Keep what grows with the run (a model's exchange) in a log."""
+        self._appended.setdefault(key, []).extend(items)
+
+    def log(self, key: str) -> list[Any]:
+        """The run's log `key`: what its earlier steps appended, then this step, oldest first
+        (a rewound run's log ends at the checkpoint it was rewound to)."""
+        earlier = self._logs().get(key, []) if self._logs is not None else []
+        return [*earlier, *self._appended.get(key, ())]
 
     def say(self, content: str, *, role: str = "assistant", **extra: Any) -> None:
         """Append a message to the conversation, committed with this step."""

@@ -35,6 +35,7 @@ PERSIST_SQL = sql.load("agents.runtime", "persist_step")
 FAILURE_SQL = sql.load("agents.runtime", "fail_step")
 CANCEL_SQL = sql.load("agents.runtime", "cancel_run")
 FAILED_ATTEMPTS_SQL = sql.load("agents.runtime", "count_failed_attempts")
+RUN_LOGS_SQL = sql.load("agents.runtime", "read_run_logs")
 
 
 @dataclass
@@ -196,3 +197,19 @@ def failed_attempts(*, tenant_id: str, run_id: Any, seq: int) -> int:
         )
         cursor.nextset()
         return int(cursor.fetchone()[0])
+
+
+def run_logs(*, tenant_id: str, run_id: Any, upto_seq: int) -> dict[str, list[Any]]:
+    """The run's logs (`ctx.append`) as its checkpoints up to `upto_seq` stored them: each key's
+    items, oldest first."""
+    logs: dict[str, list[Any]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _SET_TENANT + RUN_LOGS_SQL,
+            {"tenant": str(tenant_id), "run": str(run_id), "seq": upto_seq},
+        )
+        cursor.nextset()
+        for (appended,) in cursor.fetchall():
+            for key, items in (_loads(appended) or {}).items():
+                logs.setdefault(key, []).extend(items)
+    return logs

@@ -20,4 +20,5 @@ SELECT * FROM agents_persist_step(
     p_messages_upto => %(messages_upto)s,
     p_attempt => %(attempt)s,
     p_started_at => %(started_at)s,
-    p_duration_ms => %(duration_ms)s)
+    p_duration_ms => %(duration_ms)s,
+    p_appended => %(appended)s)
