@@ -2,6 +2,7 @@
 through Channels."""
 
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
@@ -23,6 +24,13 @@ from memory.search import query_vectors  # noqa: E402
 
 query_vectors.prepare_web_process()
 
+if settings.WEB_THREADS:  # Django's HTTP on a fixed pool of threads (config/http.py)
+    from config import http  # noqa: E402
+
+    django_http_app: Any = http.application(settings.WEB_THREADS)
+else:
+    django_http_app = django_asgi_app
+
 
 async def http_app(scope, receive, send) -> None:
     """The MCP server (memory/mcp/) at /mcp, the LangGraph saver's per-step door and its
@@ -36,7 +44,7 @@ async def http_app(scope, receive, send) -> None:
     elif path == mcp.PATH or path.startswith(mcp.PATH + "/"):
         await mcp.application(scope, receive, send)
     else:
-        await django_asgi_app(scope, receive, send)
+        await django_http_app(scope, receive, send)
 
 
 application = ProtocolTypeRouter(

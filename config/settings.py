@@ -93,6 +93,10 @@ if AGENTSTATE_DB_POOL:
         "max_idle": 300,
         "max_lifetime": 1800,
     }
+# Threads per web process serving Django's HTTP requests (config/http.py), each drawing a
+# connection from the pool per request: by default as many as the pool holds. 0: Django's
+# ASGI handler, a thread per request.
+WEB_THREADS = env_int("WEB_THREADS", env_int("DB_POOL_MAX_SIZE", 10, minimum=1), minimum=0)
 # Names this process's connections in pg_stat_activity (web processes: "agentstate-web").
 DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = env_str(
     "DB_APPLICATION_NAME", "agentstate"

@@ -326,7 +326,7 @@ def runs_table(principal: Principal, filters: RunFilterForm) -> tuple[dict[str, 
         "older_url": older,
         "newest_url": ("?" + urlencode(keep)) if data["before"] else None,
         "only_own": principal.sees_only_own,
-        "plain": principal.sees_only_own,  # words for end users (run_detail.html#status-badge)
+        "plain": principal.sees_only_own,  # words for end users ({% status_badge %})
         "live_filter": urlencode(live),
     }, 200 if filters.is_valid() else 400
 
@@ -345,7 +345,7 @@ def dress_runs(
     its current step)."""
     now = now or timezone.now()
     for run in runs:
-        line = run_summary(run.agent, run.input, run.output)
+        line = _summary(run)
         error = run.error.get("code") if isinstance(run.error, dict) else None
         failed = bool(error) and run.status == RunStatus.FAILED
         run.what = line.what  # type: ignore[attr-defined]
@@ -361,6 +361,23 @@ def dress_runs(
         )
         run.retried = run.attempts > 1  # type: ignore[attr-defined]
     return runs
+
+
+# A run's one line, by (run, version): its input and output change only with its version, and
+# every list shows the same rows again and again (an agent's summary function can take 0.1 ms,
+# 50 rows a page). Bounded; a deploy with another summary starts new processes.
+_SUMMARIES: dict[tuple[Any, int], Any] = {}
+_SUMMARIES_MOST = 20_000
+
+
+def _summary(run: Run) -> Any:
+    key = (run.pk, run.version)
+    line = _SUMMARIES.get(key)
+    if line is None:
+        if len(_SUMMARIES) >= _SUMMARIES_MOST:
+            _SUMMARIES.clear()
+        line = _SUMMARIES[key] = run_summary(run.agent, run.input, run.output)
+    return line
 
 
 def _took_s(run: Run) -> float | None:

@@ -131,3 +131,29 @@ def test_the_live_inbox_list_carries_the_chart_too(client_for, members):
     fragment = client_for("manager").get("/approvals/", **HX).content.decode()
     assert fragment.lstrip().startswith('<div id="inbox-list"')
     assert 'id="approvals-by-age"' in fragment
+
+
+def test_the_tenants_age_chart_in_one_statement_counts_as_the_rules_for_a_members_own_do(
+    members,
+):
+    """The chart of a reader who sees the whole tenant is one SQL statement; a member's own is
+    built with the ORM. Both put each request in the same bucket, on every boundary."""
+    from approvals import selectors
+    from tests import factories
+
+    now = timezone.now()
+    ages = [-30, 0, 299, 300, 1799, 1800, 7199, 7200, 28800, 86399, 86400, 259200, 900000]
+    for i, seconds in enumerate(ages):
+        request = make_request(members["member"])
+        with tenant_scope(request.tenant_id):
+            ApprovalRequest.objects.filter(pk=request.pk).update(
+                requested_at=now - dt.timedelta(seconds=seconds),
+                due_at=None if i % 3 == 0 else now + dt.timedelta(hours=1 if i % 3 == 1 else -1),
+            )
+    manager = factories.principal_for(members["manager"])
+    with tenant_scope(manager.tenant.pk):
+        one_statement = selectors.pending_by_age(manager, now=now)
+        orm_rules = selectors._pending_by_age(manager, now)
+    assert one_statement == orm_rules
+    assert sum(ok + late for _, _, ok, late in one_statement) == len(ages)
+    assert [ok + late for _, _, ok, late in one_statement] == [3, 2, 2, 1, 2, 1, 2]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from typing import Any
 
 from django import template
+from django.urls import get_script_prefix, reverse
 from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
 from approvals.policies import refusal
 from core import charts
@@ -18,6 +20,81 @@ register = template.Library()
 # The one duration format (core/charts/base.py): "12.3 s" from seconds, "47 ms" from milliseconds.
 register.filter("duration", charts.seconds)
 register.filter("ms_duration", charts.millis)
+
+
+_SPINNER = mark_safe('<span class="spinner" aria-hidden="true"></span>')
+_RECOVERED = mark_safe(
+    ' <span class="badge outcome-recovered" title="Its worker was lost; another one carried on'
+    ' from the last checkpoint">Recovered automatically</span>'
+)
+
+
+@register.simple_tag(takes_context=True)
+def status_badge(
+    context: Any, run: Any = None, *, spinner: bool | None = None, plain: bool | None = None
+) -> SafeString:
+    """The run's status as a badge: `{% status_badge %}` (the context's `run`, `spinner` and
+    `plain`) or `{% status_badge r spinner=True plain=True %}`. A lost worker's run waits for
+    another one: not simply "Queued". Formatted, not rendered: every row of the runs lists
+    has one."""
+    run = context.get("run") if run is None else run
+    plain = bool(context.get("plain")) if plain is None else plain
+    spinner = bool(context.get("spinner")) if spinner is None else spinner
+    if run.status == "queued" and run.lost_at:
+        words = "Interrupted — resuming" if plain else "Worker lost — recovering"
+        return format_html('<span class="badge status-lost">{}</span>', words)
+    return format_html(
+        '<span class="badge status-{}">{}{}</span>{}',
+        run.status,
+        _SPINNER if spinner and run.status == "running" else "",
+        run.get_status_display(),
+        _RECOVERED if run.recovered_at else "",
+    )
+
+
+_ANY_RUN = uuid.UUID(int=0)
+_urls: dict[tuple[str, str], tuple[str, str]] = {}
+
+
+@register.filter
+def run_url(run_id: Any, view: str = "agents:run_detail") -> str:
+    """A run's page (`{{ run.pk|run_url }}`, or `|run_url:"console:console_run"`), as
+    `{% url view run.pk %}` gives it, reversed once per script prefix rather than per row."""
+    key = (view, get_script_prefix())
+    parts = _urls.get(key)
+    if parts is None:
+        head, _, tail = reverse(view, args=[_ANY_RUN]).partition(str(_ANY_RUN))
+        parts = _urls[key] = (head, tail)
+    return f"{parts[0]}{run_id}{parts[1]}"
+
+
+_COPY_ID = (
+    '<span class="copy-id"><code id="id-{0}" class="run-id">{0}</code> <button type="button"'
+    ' class="copy" data-copy="{0}" aria-describedby="id-{0}" aria-live="polite" hidden>Copy'
+    '<span class="visually-hidden"> the run id</span></button></span>'
+)
+
+
+@register.simple_tag
+def run_id_copy(run: Any) -> SafeString:
+    """The run's whole id with a button that copies it (static/js/copy.js)."""
+    return format_html(_COPY_ID, run.pk)
+
+
+@register.simple_tag
+def run_took(run: Any) -> SafeString:
+    """The runs lists' "took" cell: how long a finished run took, or what a live one has been
+    doing for how long (a clock the page keeps going), from pages.dress_runs."""
+    if run.took_s is not None:
+        return format_html('<span class="narrow-only">took </span>{}', charts.seconds(run.took_s))
+    if run.going_since:
+        return format_html(
+            '<span class="muted">{} for</span> <span class="clock" data-since="{}">{}</span>',
+            run.going,
+            epoch(run.going_since),
+            charts.seconds(run.going_s),
+        )
+    return mark_safe('<span class="muted">—</span>')
 
 
 @register.filter
