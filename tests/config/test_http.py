@@ -1,0 +1,110 @@
+"""Django's HTTP on a fixed pool of threads (config/http.py): a request is served whole by one
+of the pool's threads, as under any WSGI server, and a body sent in chunks without a
+Content-Length still reaches the view."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from asgiref.testing import ApplicationCommunicator
+
+from config import http
+from tests import factories
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def call(app, *, method: str, path: str, headers: list, chunks: list[bytes]) -> tuple:
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver"), *headers],
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    talk = ApplicationCommunicator(app, scope)
+    for i, chunk in enumerate(chunks):
+        await talk.send_input(
+            {"type": "http.request", "body": chunk, "more_body": i < len(chunks) - 1}
+        )
+    start = await talk.receive_output(10)
+    body = b""
+    while True:
+        message = await talk.receive_output(10)
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    return start["status"], dict(start["headers"]), body
+
+
+@pytest.fixture
+def app():
+    app = http.application(2)
+    yield app
+    # Each pool thread closes its own database connection (the test database is dropped after).
+    from django.db import connections
+
+    both = threading.Barrier(2)
+
+    def close() -> None:
+        connections.close_all()
+        both.wait(10)
+
+    for done in [app.executor.submit(close) for _ in range(2)]:
+        done.result(10)
+    app.executor.shutdown(wait=True)
+
+
+@pytest.mark.parametrize("sized", [True, False], ids=["with Content-Length", "chunked"])
+def test_a_json_body_reaches_the_view_whether_sized_or_sent_in_chunks(
+    app, tenant_a, sized, monkeypatch
+):
+    monkeypatch.setattr("agents.runtime.queue.enqueue_run", lambda **kwargs: None)  # no worker
+    key = factories.make_api_key(tenant_a, scopes=["read", "write"])
+    body = json.dumps({"agent": "refund_desk", "input": {"message": "hello"}}).encode()
+    headers = [
+        (b"authorization", f"Bearer {key.raw}".encode()),
+        (b"content-type", b"application/json"),
+    ]
+    if sized:
+        headers.append((b"content-length", str(len(body)).encode()))
+    from asgiref.sync import async_to_sync
+
+    status, _, answer = async_to_sync(call)(
+        app, method="POST", path="/api/v1/runs", headers=headers, chunks=[body[:10], body[10:]]
+    )
+    assert status == 201, answer
+    assert json.loads(answer)["agent"] == "refund_desk"
+
+
+def test_requests_are_served_by_the_pools_threads_not_one_thread_each(app, tenant_a):
+    from asgiref.sync import async_to_sync
+
+    from config import ops
+
+    seen: set[str] = set()
+    real = ops.OpsMiddleware.__call__
+
+    def spy(self, request):
+        seen.add(threading.current_thread().name)
+        return real(self, request)
+
+    ops.OpsMiddleware.__call__ = spy  # type: ignore[method-assign]
+    try:
+        for _ in range(12):
+            status, _, _ = async_to_sync(call)(
+                app, method="GET", path="/healthz", headers=[], chunks=[b""]
+            )
+            assert status == 200
+    finally:
+        ops.OpsMiddleware.__call__ = real  # type: ignore[method-assign]
+    assert 1 <= len(seen) <= 2 and all(name.startswith("WSGI") for name in seen)
