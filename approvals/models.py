@@ -53,12 +53,19 @@ class ApproverGroup(TenantOwned):
 
 
 class ApproverGroupMember(TenantOwned):
-    group = models.ForeignKey(ApproverGroup, on_delete=models.CASCADE, related_name="members")
+    group = models.ForeignKey(
+        ApproverGroup,
+        on_delete=models.CASCADE,
+        related_name="members",
+        db_constraint=False,  # with the tenant: tenants/distribution.py
+    )
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["group", "user"], name="approver_group_unique_member")
+            models.UniqueConstraint(
+                fields=["group", "user", "tenant"], name="approver_group_unique_member"
+            )
         ]
         indexes = [models.Index(fields=["tenant", "user"], name="approver_group_member_user")]
 
@@ -76,7 +83,12 @@ class ApprovalPolicy(TenantOwned):
         max_length=16, choices=ApproverRole.choices, default=ApproverRole.MANAGER
     )
     approver_group = models.ForeignKey(
-        ApproverGroup, null=True, blank=True, on_delete=models.PROTECT, related_name="policies"
+        ApproverGroup,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="policies",
+        db_constraint=False,  # with the tenant: tenants/distribution.py
     )
     four_eyes = models.BooleanField(default=False)  # whoever started the run may not approve
     expires_after_minutes = models.PositiveIntegerField(null=True, blank=True)
@@ -102,7 +114,12 @@ class ApprovalPolicy(TenantOwned):
 
 class ApprovalRequest(TenantOwned):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    run = models.ForeignKey("agents.Run", on_delete=models.CASCADE, related_name="approvals")
+    run = models.ForeignKey(
+        "agents.Run",
+        on_delete=models.CASCADE,
+        related_name="approvals",
+        db_constraint=False,  # with the tenant: tenants/distribution.py
+    )
     checkpoint_seq = models.PositiveIntegerField()
     step = models.CharField(max_length=100)
     action = models.CharField(max_length=100)
@@ -136,13 +153,23 @@ class ApprovalRequest(TenantOwned):
     # The rules in force, copied from the policy when the request was made: editing a policy
     # later does not change who may decide a request that is already waiting.
     policy = models.ForeignKey(
-        ApprovalPolicy, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        ApprovalPolicy,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_constraint=False,  # with the tenant: tenants/distribution.py
     )
     approver_role = models.CharField(
         max_length=16, choices=ApproverRole.choices, default=ApproverRole.MANAGER
     )
     approver_group = models.ForeignKey(
-        ApproverGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        ApproverGroup,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_constraint=False,  # with the tenant: tenants/distribution.py
     )
     approver_group_name = models.CharField(max_length=100, blank=True)
     four_eyes = models.BooleanField(default=False)

@@ -63,7 +63,12 @@ class MemoryFact(TenantOwned):
     occurred_at = models.DateTimeField(null=True, blank=True)
     valid_until = models.DateTimeField(null=True, blank=True)
     superseded_by = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_constraint=False,  # with the tenant: tenants/distribution.py
     )
     expires_at = models.DateTimeField(null=True, blank=True)
     # The writer's own time to live (LangGraph's `ttl`), in minutes: the fact expires that

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils import timezone
 
@@ -24,6 +25,7 @@ from agents.runtime.definitions import get_agent, run_summary
 from agents.runtime.errors import AppError
 from agents.runtime.models import (
     WAITING,
+    AgentSession,
     AttemptOutcome,
     Checkpoint,
     Message,
@@ -401,11 +403,22 @@ def run_matches(run: Run, filters: RunFilterForm) -> bool:
 # --- conversations and forks (agents/conversations/) ----------------------------------------------
 
 
+# A conversation's forks, counted beside it (a subquery, not a join grouped by the session: the
+# session's key is (id, tenant_id), tenants/distribution.py, so grouping by id alone is refused).
+_forks = (
+    AgentSession.objects.filter(parent=OuterRef("pk"), tenant=OuterRef("tenant"))
+    .order_by()
+    .values("parent")
+    .annotate(n=Count("*"))
+    .values("n")
+)
+
+
 def conversation_list(principal: Principal) -> dict[str, Any]:
     sessions = (
         selectors.sessions_for(principal)
         .select_related("user", "parent")
-        .annotate(fork_count=Count("forks"))[:PAGE_SIZE]
+        .annotate(fork_count=Coalesce(Subquery(_forks), 0))[:PAGE_SIZE]
     )
     return {"sessions": list(sessions), "only_own": principal.sees_only_own}
 

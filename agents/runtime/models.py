@@ -40,7 +40,12 @@ class AgentSession(TenantOwned):
     # A fork sees its parent's context up to message `fork_seq` of the parent, then its own
     # messages; nothing is copied. `inherited_messages` counts what it sees of its ancestors.
     parent = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="forks"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="forks",
+        db_constraint=False,  # (parent, tenant) -> (id, tenant): DISTRIBUTED_FOREIGN_KEYS
     )
     fork_seq = models.PositiveIntegerField(null=True, blank=True)
     inherited_messages = models.PositiveIntegerField(default=0)
@@ -83,10 +88,19 @@ class Message(TenantOwned):
     id = models.BigAutoField(primary_key=True)
     # No index of its own: message_unique_seq (session, seq) serves every lookup by session.
     session = models.ForeignKey(
-        AgentSession, on_delete=models.CASCADE, related_name="messages", db_index=False
+        AgentSession,
+        on_delete=models.CASCADE,
+        related_name="messages",
+        db_index=False,
+        db_constraint=False,  # with the tenant: tenants/distribution.py
     )
     run = models.ForeignKey(
-        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+        "Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="messages",
+        db_constraint=False,  # with the tenant: tenants/distribution.py
     )
     seq = models.PositiveIntegerField()
     role = models.CharField(max_length=16, choices=MessageRole.choices)
@@ -97,7 +111,7 @@ class Message(TenantOwned):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["session", "seq"], name="message_unique_seq")
+            models.UniqueConstraint(fields=["session", "seq", "tenant"], name="message_unique_seq")
         ]
         ordering = ["session", "seq"]
 
@@ -128,7 +142,12 @@ class Run(TenantOwned):
     # The indexes below all start with the tenant; a separate one would only slow writes.
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
     session = models.ForeignKey(
-        AgentSession, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+        AgentSession,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="runs",
+        db_constraint=False,  # with the tenant: tenants/distribution.py
     )
     agent = models.CharField(max_length=100)
     agent_version = models.PositiveIntegerField()
@@ -300,7 +319,9 @@ class Checkpoint(TenantOwned):
     appended = models.JSONField(null=True, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="checkpoint_unique_seq")]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq", "tenant"], name="checkpoint_unique_seq")
+        ]
         ordering = ["run", "seq"]
 
     def __str__(self) -> str:
@@ -327,7 +348,9 @@ class RunEvent(TenantOwned):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="runevent_unique_seq")]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq", "tenant"], name="runevent_unique_seq")
+        ]
         ordering = ["run", "seq"]
 
     def __str__(self) -> str:
@@ -414,7 +437,11 @@ class ToolCall(TenantOwned):
     id = models.BigAutoField(primary_key=True)
     # No index of its own: toolcall_unique_position (run, seq, call_index) serves it.
     run = models.ForeignKey(
-        Run, on_delete=models.CASCADE, related_name="tool_calls", db_index=False
+        Run,
+        on_delete=models.CASCADE,
+        related_name="tool_calls",
+        db_index=False,
+        db_constraint=False,  # with the tenant: tenants/distribution.py
     )
     seq = models.PositiveIntegerField()
     call_index = models.PositiveIntegerField()
@@ -430,7 +457,7 @@ class ToolCall(TenantOwned):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["run", "seq", "call_index"], name="toolcall_unique_position"
+                fields=["run", "seq", "call_index", "tenant"], name="toolcall_unique_position"
             )
         ]
         ordering = ["run", "seq", "call_index"]
@@ -449,7 +476,11 @@ class PackedContext(TenantOwned):
         Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
     )
     run = models.ForeignKey(
-        Run, on_delete=models.CASCADE, related_name="packed_contexts", db_index=False
+        Run,
+        on_delete=models.CASCADE,
+        related_name="packed_contexts",
+        db_index=False,
+        db_constraint=False,  # with the tenant: tenants/distribution.py
     )
     seq = models.PositiveIntegerField()  # the checkpoint seq of the step
     index = models.PositiveSmallIntegerField(default=0)  # which pack within the step
@@ -470,7 +501,7 @@ class PackedContext(TenantOwned):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["run", "seq", "index"], name="packedcontext_unique_position"
+                fields=["run", "seq", "index", "tenant"], name="packedcontext_unique_position"
             )
         ]
         ordering = ["run", "seq", "index"]
@@ -495,8 +526,8 @@ class ExternalCheckpoint(TenantOwned):
         Tenant, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
     )
     # The readable side: its state preview, step and place in the run's timeline.
-    shown_as = models.OneToOneField(
-        Checkpoint, on_delete=models.CASCADE, related_name="external", db_constraint=False
+    shown_as = models.ForeignKey(  # one each: externalcheckpoint_unique_shown_as
+        Checkpoint, on_delete=models.CASCADE, related_name="+", db_constraint=False
     )
     run = models.ForeignKey(
         Run, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
@@ -516,7 +547,10 @@ class ExternalCheckpoint(TenantOwned):
             models.UniqueConstraint(
                 fields=["tenant", "thread_id", "checkpoint_ns", "checkpoint_id"],
                 name="externalcheckpoint_unique_id",
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["shown_as", "tenant"], name="externalcheckpoint_unique_shown_as"
+            ),
         ]
 
 
@@ -618,7 +652,10 @@ class WebhookDelivery(TenantOwned):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
     endpoint = models.ForeignKey(
-        WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries"
+        WebhookEndpoint,
+        on_delete=models.CASCADE,
+        related_name="deliveries",
+        db_constraint=False,  # with the tenant: tenants/distribution.py
     )
     event = models.CharField(max_length=100)
     event_key = models.CharField(max_length=200)  # one delivery per endpoint and event
@@ -639,7 +676,7 @@ class WebhookDelivery(TenantOwned):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["endpoint", "event_key"], name="webhookdelivery_once_per_event"
+                fields=["endpoint", "event_key", "tenant"], name="webhookdelivery_once_per_event"
             )
         ]
         indexes = [

@@ -96,7 +96,12 @@ def tracking() -> Iterator[dict[str, int]]:
 
 
 def _record(*, tenant_id: Any, run_id: Any, kind: str, data: dict[str, Any]) -> int | None:
-    params = {"run": str(run_id), "kind": kind, "data": json.dumps(data, default=str)}
+    params = {
+        "tenant": str(tenant_id),
+        "run": str(run_id),
+        "kind": kind,
+        "data": json.dumps(data, default=str),
+    }
     if connection.in_atomic_block:
         row = _execute(params)
     else:

@@ -84,7 +84,10 @@ def messages_append(
 ) -> list[Message]:
     """Append to the transcript in the caller's transaction; seq comes from the session row."""
     with connection.cursor() as cursor:
-        cursor.execute(RESERVE_MESSAGE_SEQS_SQL, [len(messages), str(session_id)])
+        cursor.execute(
+            RESERVE_MESSAGE_SEQS_SQL,
+            {"count": len(messages), "session": str(session_id), "tenant": str(tenant_id)},
+        )
         row = cursor.fetchone()
     if row is None:
         raise errors.RunFinished("The conversation no longer exists.")

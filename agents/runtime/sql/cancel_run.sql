@@ -5,7 +5,7 @@ WITH r AS (
         status = 'cancelled', version = version + 1, lease_owner = '', lease_expires_at = NULL,
         finished_at = clock_timestamp(), updated_at = clock_timestamp(),
         event_seq = event_seq + 1
-    WHERE id = %(run)s AND version = %(version)s AND lease_owner = %(worker)s
+    WHERE id = %(run)s AND tenant_id = %(tenant)s AND version = %(version)s AND lease_owner = %(worker)s
     RETURNING id, tenant_id, status, version, event_seq
 ), ev AS (
     INSERT INTO agents_runevent (tenant_id, run_id, seq, kind, data, created_at)

@@ -32,7 +32,7 @@ WITH existing AS (
     RETURNING x.shown_as_id
 ), shown_again AS (
     UPDATE agents_checkpoint c SET state = %(preview)s::jsonb, step = %(step)s
-    FROM replaced WHERE c.id = replaced.shown_as_id
+    FROM replaced WHERE c.id = replaced.shown_as_id AND c.tenant_id = %(tenant)s
 ), r AS (
     UPDATE agents_run
     SET step_seq = step_seq + 1, event_seq = event_seq + 1, version = version + 1,
@@ -45,7 +45,7 @@ WITH existing AS (
         waiting_for = CASE WHEN j.here THEN '' ELSE waiting_for END,
         finished_at = CASE WHEN j.here AND %(on)s <> '' THEN NULL ELSE clock_timestamp() END
     FROM judged j
-    WHERE id = %(run)s AND NOT EXISTS (SELECT 1 FROM existing)
+    WHERE id = %(run)s AND tenant_id = %(tenant)s AND NOT EXISTS (SELECT 1 FROM existing)
     RETURNING id, tenant_id, step_seq, event_seq, version, status, j.here
 ), shown AS (
     INSERT INTO agents_checkpoint

@@ -11,7 +11,7 @@ WITH r AS (
         finished_at = CASE WHEN %(status)s = 'failed' THEN clock_timestamp() END,
         updated_at = clock_timestamp(),
         event_seq = event_seq + 1
-    WHERE id = %(run)s AND version = %(version)s AND lease_owner = %(worker)s
+    WHERE id = %(run)s AND tenant_id = %(tenant)s AND version = %(version)s AND lease_owner = %(worker)s
     RETURNING id, status, version, event_seq
 ), att AS (
     INSERT INTO agents_stepattempt

@@ -4,7 +4,7 @@
 -- fails. Touches only a run no live worker holds. Sent after set_tenant.sql.
 WITH prior AS (
     SELECT count(*)::int AS n FROM agents_stepattempt
-     WHERE run_id = %(run)s AND error_code = 'claim_failed'
+     WHERE run_id = %(run)s AND tenant_id = %(tenant)s AND error_code = 'claim_failed'
 ), r AS (
     UPDATE agents_run SET
         status = CASE WHEN prior.n + 1 >= %(limit)s THEN 'failed' ELSE 'queued' END,
@@ -19,7 +19,7 @@ WITH prior AS (
         updated_at = clock_timestamp(),
         event_seq = event_seq + 1
       FROM prior
-     WHERE id = %(run)s
+     WHERE id = %(run)s AND tenant_id = %(tenant)s
        AND (status = 'queued'
             OR (status = 'running'
                 AND (lease_expires_at < clock_timestamp() OR lease_owner = %(worker)s)))

@@ -6,7 +6,7 @@ INSERT INTO agents_toolcall
      created_at)
 VALUES (%(tenant)s, %(run)s, %(seq)s, %(index)s, %(tool)s, %(key)s, %(arguments)s::jsonb,
         'intent', 1, clock_timestamp())
-ON CONFLICT (run_id, seq, call_index) DO UPDATE
+ON CONFLICT (run_id, seq, call_index, tenant_id) DO UPDATE
     SET sends = agents_toolcall.sends + CASE WHEN agents_toolcall.status = 'intent'
                                              THEN 1 ELSE 0 END
     WHERE agents_toolcall.tool = EXCLUDED.tool

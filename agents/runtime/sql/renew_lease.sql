@@ -4,4 +4,4 @@
 -- the owner, one taken over names another owner.
 SELECT set_config('app.tenant_id', %(tenant)s, true);
 UPDATE agents_run SET lease_expires_at = clock_timestamp() + make_interval(secs => %(lease)s)
- WHERE id = %(run)s AND version >= %(version)s AND lease_owner = %(worker)s
+ WHERE id = %(run)s AND tenant_id = %(tenant)s AND version >= %(version)s AND lease_owner = %(worker)s

@@ -1,4 +1,6 @@
--- Persist one step (v4): as v3, and the checkpoint also stores what the step appended to the
+-- Persist one step (v4): as v3, every statement naming the tenant (the run's key is (id,
+-- tenant_id), tenants/distribution.py: distributed by tenant, each goes to one shard), and
+-- the checkpoint also stores what the step appended to the
 -- run's logs (`p_appended`, {key: [items]}, NULL when nothing: agents/runtime/engine/
 -- step_context.py `ctx.append`). A log is stored once, a piece in the checkpoint of the step
 -- that appended it, instead of being copied into every checkpoint's state.
@@ -38,7 +40,8 @@ BEGIN
                 event_seq = event_seq + 1,
                 finished_at = NULL,
                 updated_at = clock_timestamp()
-            WHERE id = p_run AND version = p_version AND lease_owner = p_worker
+            WHERE id = p_run AND tenant_id = p_tenant AND version = p_version
+              AND lease_owner = p_worker
               AND status = 'running' AND p_owner <> '' AND NOT cancel_requested
             RETURNING id, status, version, event_seq
         ), cp AS (
@@ -77,7 +80,8 @@ BEGIN
             finished_at = CASE WHEN p_status IN ('succeeded', 'failed') OR cancel_requested
                           THEN clock_timestamp() END,
             updated_at = clock_timestamp()
-        WHERE id = p_run AND version = p_version AND lease_owner = p_worker
+        WHERE id = p_run AND tenant_id = p_tenant AND version = p_version
+              AND lease_owner = p_worker
         RETURNING id, status, version, event_seq
     ), cp AS (
         INSERT INTO agents_checkpoint

@@ -1,0 +1,171 @@
+"""The schema could be distributed by tenant (Citus) as it stands, checked on the migrated
+database rather than promised (tenants/distribution.py, docs/scaling.md):
+
+- every table with a tenant_id is placed: distributed by it, a reference table or local;
+- a distributed table's primary key and every unique key carry tenant_id;
+- every foreign key between distributed tables is (column, tenant_id) -> (id, tenant_id),
+  so a row cannot point at another tenant's row, even where row-level security would not see;
+- no reference or other table points into a distributed one;
+- the engine's statements name the tenant, so each one goes to one shard.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+
+from agents.runtime.models import Run
+from tenants import distribution
+from tenants.scope import system_scope
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def catalog(sql: str, params: list | None = None) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params or [])
+        return cursor.fetchall()
+
+
+def tenant_tables() -> set[str]:
+    return {
+        name
+        for (name,) in catalog(
+            "SELECT c.relname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid"
+            " WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')"
+            " AND a.attname = 'tenant_id' AND NOT a.attisdropped"
+        )
+    }
+
+
+def distributed() -> set[str]:
+    return tenant_tables() - set(distribution.REFERENCE_TABLES) - set(distribution.LOCAL_TABLES)
+
+
+def key_columns(kind: str) -> list[tuple[str, str, list[str]]]:
+    """(table, constraint or index, columns) of the primary keys ('p') or unique indexes ('u')."""
+    flag = "x.indisprimary" if kind == "p" else "x.indisunique AND NOT x.indisprimary"
+    rows = catalog(
+        "SELECT t.relname, i.relname, array_agg(a.attname ORDER BY k.ord)"
+        " FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid"
+        " JOIN pg_class i ON i.oid = x.indexrelid"
+        " CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY k(attnum, ord)"
+        " JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum"
+        f" WHERE t.relnamespace = 'public'::regnamespace AND {flag}"
+        " GROUP BY t.relname, i.relname"
+    )
+    return [(t, i, list(cols)) for t, i, cols in rows]
+
+
+def foreign_keys() -> list[tuple[str, str, list[str], str, list[str]]]:
+    rows = catalog(
+        "SELECT c.conrelid::regclass::text, c.conname,"
+        " (SELECT array_agg(a.attname ORDER BY k.ord) FROM unnest(c.conkey) WITH ORDINALITY"
+        "  k(attnum, ord) JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum),"
+        " c.confrelid::regclass::text,"
+        " (SELECT array_agg(a.attname ORDER BY k.ord) FROM unnest(c.confkey) WITH ORDINALITY"
+        "  k(attnum, ord) JOIN pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.attnum)"
+        " FROM pg_constraint c WHERE c.contype = 'f'"
+        " AND c.connamespace = 'public'::regnamespace"
+    )
+    return [(t, n, list(cols), p, list(pcols)) for t, n, cols, p, pcols in rows]
+
+
+def test_every_table_with_a_tenant_is_placed_and_the_lists_name_only_real_tables():
+    tables = tenant_tables()
+    assert len(distributed()) >= 20
+    assert set(distribution.REFERENCE_TABLES) - {"tenants_tenant"} <= tables
+    assert set(distribution.LOCAL_TABLES) <= tables
+    for table, _, parent in distribution.DISTRIBUTED_FOREIGN_KEYS:
+        assert table in distributed() and parent in distributed(), (table, parent)
+
+
+def test_a_distributed_tables_primary_key_and_each_unique_key_carry_the_tenant():
+    placed = distributed()
+    primary = {t: cols for t, _, cols in key_columns("p") if t in placed}
+    assert set(primary) == placed  # every one has a primary key
+    assert {t: cols for t, cols in primary.items() if cols != ["id", "tenant_id"]} == {}
+    missing = [(t, i, cols) for t, i, cols in key_columns("u") if t in placed]
+    assert [(t, i, cols) for t, i, cols in missing if "tenant_id" not in cols] == []
+
+
+def test_foreign_keys_between_distributed_tables_carry_the_tenant_and_none_point_into_them():
+    placed = distributed()
+    composite = set()
+    for table, name, cols, parent, parent_cols in foreign_keys():
+        if parent not in placed:
+            # To a reference table (the tenant, a user) or between tables not distributed.
+            assert table not in distribution.REFERENCE_TABLES or parent not in placed
+            continue
+        assert table in placed, f"{table} ({name}) points into the distributed {parent}"
+        assert cols[-1] == "tenant_id" and parent_cols == ["id", "tenant_id"], (name, cols)
+        composite.add((table, cols[0], parent))
+    assert composite == set(distribution.DISTRIBUTED_FOREIGN_KEYS)
+
+
+def test_a_row_cannot_point_at_another_tenants_row(tenant_a, tenant_b):
+    with system_scope("test"):
+        theirs = Run.objects.create(
+            tenant=tenant_b, agent="refund_desk", agent_version=1, current_step="s"
+        )
+        with pytest.raises(IntegrityError), transaction.atomic():
+            # A tool call of tenant A naming tenant B's run: the key (run_id, tenant_id) has
+            # no such run. (With a foreign key on run_id alone this was accepted.)
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "INSERT INTO agents_toolcall (tenant_id, run_id, seq, call_index, tool,"
+                    " idempotency_key, arguments, status, sends, created_at)"
+                    " VALUES (%s, %s, 1, 0, 'x', %s, '{}', 'intent', 1, now())",
+                    [tenant_a.pk, theirs.pk, str(uuid.uuid4())],
+                )
+            connection.check_constraints()  # the deferred key, checked now
+
+
+def test_the_citus_statements_place_every_table_once_reference_tables_first():
+    statements = distribution.citus_ddl(sorted(tenant_tables()))
+    named = [re.search(r"'(\w+)'", s)[1] for s in statements]
+    assert len(named) == len(set(named))
+    assert set(named) == distributed() | set(distribution.REFERENCE_TABLES)
+    first_distributed = next(i for i, s in enumerate(statements) if "distributed" in s)
+    assert all("reference" in s for s in statements[:first_distributed])
+
+
+# Statements that go over every tenant on purpose (the sweeps, as beat runs them): on Citus
+# each is one multi-shard statement, or one per shard (docs/scaling.md).
+SWEEPS = {
+    "compact_run_counts.sql",
+    "delete_expired_idempotency_records.sql",
+    "requeue_lost_runs.sql",
+    "running_lease_owners.sql",
+    "touch_stale_queued_runs.sql",
+    "wake_due_timers.sql",
+}
+STATEMENTS = [
+    "agents/runtime/engine/sql/claim_run_v4.sql",
+    "agents/runtime/engine/sql/persist_step_v4.sql",
+    *(
+        str(p.relative_to(ROOT))
+        for p in sorted((ROOT / "agents/runtime/sql").glob("*.sql"))
+        if p.name not in SWEEPS
+    ),
+]
+
+
+@pytest.mark.parametrize("path", STATEMENTS)
+def test_the_engines_statements_name_the_tenant_of_every_row_they_touch(path):
+    text = re.sub(r"--[^\n]*", "", (ROOT / path).read_text())
+    # Each condition that finds a row of a table by its run (`id = p_run`, `run_id = ...`;
+    # not the joins between the statement's own CTEs) also names the tenant.
+    for match in re.finditer(r"(?:\b(?:r|cp)\.|(?<![\w.]))(?:id|run_id)\s*=", text):
+        start = max(text.rfind(" WHERE ", 0, match.start()), text.rfind(" ON ", 0, match.start()))
+        end = re.search(r"RETURNING|;|\n\s*\)|\bSELECT\b|\bORDER\b", text[match.end() :])
+        clause = text[start : match.end() + (end.start() if end else len(text))]
+        assert "tenant_id" in clause, f"{path}: {clause.strip()[:90]}"
+    for match in re.finditer(r"INSERT INTO (agents_\w+)\s*\(([^)]*)\)", text):
+        assert "tenant_id" in match.group(2), f"{path}: INSERT INTO {match.group(1)}"
