@@ -10,7 +10,8 @@ shard of their tenant, all tables colocated), except:
 - **local tables**, kept on the coordinator: the audit log holds events of no tenant
   (sign-in attempts of unknown people), and a distribution column cannot be NULL.
 
-A distributed table's primary key is `(id, tenant_id)`, each of its unique keys carries
+Every table with a tenant but the local ones has the primary key `(id, tenant_id)`. A
+distributed table's unique keys each carry
 `tenant_id`, and each foreign key to another distributed table is `(column, tenant_id)` ->
 `(id, tenant_id)` (Django declares those fields `db_constraint=False`; the apps' migrations
 add the composite key with `foreign_keys_sql`). `id` comes first so every lookup by id alone

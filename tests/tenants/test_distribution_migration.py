@@ -1,6 +1,7 @@
 """The migrations that put the tenant into every key (agents 0027-0028, approvals 0006-0007,
-memory 0007-0008) move a populated database both ways without losing a row: back to single
-column keys, and forward again to (id, tenant_id) with composite foreign keys."""
+memory 0007-0008, tenants 0008) move a populated database both ways without losing a row:
+back to single column keys, and forward again to (id, tenant_id) with composite foreign
+keys."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ BEFORE = [
     ("agents", "0026_checkpoint_appended"),
     ("approvals", "0005_rls_reads_settings_once"),
     ("memory", "0006_fact_value_and_ttl"),
+    ("tenants", "0007_idempotencyrecord"),
 ]
 
 
@@ -85,7 +87,7 @@ def test_the_keys_move_both_ways_on_a_populated_database_and_no_row_is_lost(tena
 
     try:
         migrate(BEFORE)
-        assert primary_key("agents_run") == ["id"]
+        assert primary_key("agents_run") == ["id"] and primary_key("tenants_apikey") == ["id"]
         assert counts() == before
     finally:
         migrate(None)
@@ -94,3 +96,4 @@ def test_the_keys_move_both_ways_on_a_populated_database_and_no_row_is_lost(tena
     assert primary_key("agents_run") == ["id", "tenant_id"]
     assert primary_key("approvals_approvalrequest") == ["id", "tenant_id"]
     assert primary_key("memory_memoryfact") == ["id", "tenant_id"]
+    assert primary_key("tenants_apikey") == ["id", "tenant_id"]
