@@ -106,3 +106,26 @@ def test_a_rewound_runs_log_ends_at_the_checkpoint_and_a_replay_copies_it(
     step(run, slice_seconds=3600)
     assert reload(run).output == {"numbers": [1, 2, 3, 4, 5]}
     assert seen[-3:] == [[1, 2], [1, 2, 3], [1, 2, 3, 4]]
+
+
+def _meddle(ctx):
+    mine = ctx.log("items")
+    seen.append([dict(item) for item in mine])
+    if mine:
+        mine[0]["changed"] = True  # a step changing what it read changes nothing kept
+    n = len(mine) + 1
+    ctx.append("items", {"n": n})
+    return goto("meddle") if n < 3 else finish(ctx.log("items"))
+
+
+register(
+    Agent(name="log_meddler", version=1, first="meddle", steps={"meddle": _meddle}),
+    replace=True,
+)
+
+
+def test_a_step_that_changes_what_it_read_from_a_log_changes_nothing_kept(start, step, reload):
+    run = start("log_meddler")
+    step(run, slice_seconds=3600)  # every step in one drive: the log kept in the worker
+    assert reload(run).output == [{"n": 1}, {"n": 2}, {"n": 3}]
+    assert seen == [[], [{"n": 1}], [{"n": 1}, {"n": 2}]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from functools import cached_property
 from typing import Any
@@ -155,9 +156,10 @@ class StepContext:
 
     def log(self, key: str) -> list[Any]:
         """The run's log `key`: what its earlier steps appended, then this step, oldest first
-        (a rewound run's log ends at the checkpoint it was rewound to)."""
+        (a rewound run's log ends at the checkpoint it was rewound to). A copy, decoded afresh
+        as the state is: a step that changes what it read changes nothing stored or kept."""
         earlier = self._logs().get(key, []) if self._logs is not None else []
-        return [*earlier, *self._appended.get(key, ())]
+        return json.loads(json.dumps([*earlier, *self._appended.get(key, ())], default=str))
 
     def say(self, content: str, *, role: str = "assistant", **extra: Any) -> None:
         """Append a message to the conversation, committed with this step."""
