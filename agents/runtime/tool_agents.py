@@ -130,8 +130,7 @@ class ToolAgent:
         _adopt_copies(ctx)
         turn = int(ctx.state.get("turn", 0))
         if turn >= self.max_turns:
-            for message in ctx.log(TRANSCRIPT):
-                ctx.say(**message)
+            _say_transcript(ctx)
             ctx.say(TURN_LIMIT_REPLY)
             return finish({"answer": None, "reason": "turn_limit", "turns": turn})
         request = str(ctx.run_input.get("message") or "")
@@ -141,8 +140,7 @@ class ToolAgent:
         llm = ctx.llm if self.model is None else ctx.live(self.model())
         reply = llm.chat(messages + ctx.log(EXCHANGE), tools=schemas or None)
         if not reply.tool_calls:
-            for message in ctx.log(TRANSCRIPT):
-                ctx.say(**message)
+            _say_transcript(ctx)
             ctx.say(reply.content)
             return finish({"answer": reply.content, "turns": turn + 1})
         calls = [_call(c) for c in reply.tool_calls]
@@ -263,6 +261,12 @@ class ToolAgent:
             return False
         with tenant_scope(ctx.tenant_id):
             return bool(covers(tenant_id=ctx.tenant_id, action=tool.name))
+
+
+def _say_transcript(ctx: StepContext) -> None:
+    """The run's calls and results, said as thread messages (when it answers or gives up)."""
+    for message in ctx.log(TRANSCRIPT):
+        ctx.say(**message)
 
 
 def _adopt_copies(ctx: StepContext) -> None:

@@ -86,7 +86,7 @@ def test_a_json_body_reaches_the_view_whether_sized_or_sent_in_chunks(
     assert json.loads(answer)["agent"] == "refund_desk"
 
 
-def test_requests_are_served_by_the_pools_threads_not_one_thread_each(app, tenant_a):
+def test_requests_are_served_by_the_pools_threads_not_one_thread_each(app, tenant_a, monkeypatch):
     from asgiref.sync import async_to_sync
 
     from config import ops
@@ -98,13 +98,33 @@ def test_requests_are_served_by_the_pools_threads_not_one_thread_each(app, tenan
         seen.add(threading.current_thread().name)
         return real(self, request)
 
-    ops.OpsMiddleware.__call__ = spy  # type: ignore[method-assign]
-    try:
-        for _ in range(12):
-            status, _, _ = async_to_sync(call)(
-                app, method="GET", path="/healthz", headers=[], chunks=[b""]
-            )
-            assert status == 200
-    finally:
-        ops.OpsMiddleware.__call__ = real  # type: ignore[method-assign]
+    monkeypatch.setattr(ops.OpsMiddleware, "__call__", spy)
+    for _ in range(12):
+        status, _, _ = async_to_sync(call)(
+            app, method="GET", path="/healthz", headers=[], chunks=[b""]
+        )
+        assert status == 200
     assert 1 <= len(seen) <= 2 and all(name.startswith("WSGI") for name in seen)
+
+
+@pytest.mark.parametrize("sized", [True, False], ids=["with Content-Length", "chunked"])
+def test_a_body_past_the_limit_is_refused_with_the_standard_error_whether_sized_or_chunked(
+    app, tenant_a, sized, settings
+):
+    from asgiref.sync import async_to_sync
+
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2048
+    key = factories.make_api_key(tenant_a, scopes=["read", "write"])
+    body = json.dumps({"agent": "refund_desk", "input": {"message": "x" * 5000}}).encode()
+    headers = [
+        (b"authorization", f"Bearer {key.raw}".encode()),
+        (b"content-type", b"application/json"),
+    ]
+    if sized:
+        headers.append((b"content-length", str(len(body)).encode()))
+    chunks = [body[i : i + 1000] for i in range(0, len(body), 1000)]
+    status, _, answer = async_to_sync(call)(
+        app, method="POST", path="/api/v1/runs", headers=headers, chunks=chunks
+    )
+    assert 400 <= status < 500, answer
+    assert "code" in json.loads(answer)
