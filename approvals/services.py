@@ -325,29 +325,35 @@ def approval_requests_close(*, tenant_id: Any, run_id: Any, ids: list[str], why:
 def approval_requests_sweep_due(*, now: dt.datetime | None = None) -> dict[str, int]:
     """Beat: expire (auto-reject) or escalate pending requests whose deadline has passed.
 
-    Runs across tenants in a named system context; rows another transaction holds (a decision
-    being made) are skipped and looked at again on the next sweep.
+    Runs across tenants in a named system context, tenant by tenant: a read without locks
+    finds the tenants with requests due, then each tenant's are locked and decided in its own
+    transaction (under Citus, on the tenant's shard). Rows another transaction holds (a
+    decision being made) are skipped and looked at again on the next sweep.
     """
     now = now or timezone.now()
     counts = {"expired": 0, "escalated": 0}
-    with system_scope("approval_deadlines") as ctx:
-        due = list(
-            ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING, due_at__lte=now)
-            .filter(
-                Q(on_expiry=OnExpiry.REJECT)
-                | Q(on_expiry=OnExpiry.ESCALATE, escalated_at__isnull=True)
+    due = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING, due_at__lte=now).filter(
+        Q(on_expiry=OnExpiry.REJECT) | Q(on_expiry=OnExpiry.ESCALATE, escalated_at__isnull=True)
+    )
+    with system_scope("approval_deadlines"):
+        tenants = list(due.order_by().values_list("tenant_id", flat=True).distinct())
+    for tenant_id in tenants:
+        with system_scope("approval_deadlines") as ctx:
+            held = list(
+                due.filter(tenant_id=tenant_id)
+                .select_for_update(skip_locked=True, of=("self",))
+                .select_related("tenant")
+                .order_by("due_at")[:SWEEP_BATCH]
             )
-            .select_for_update(skip_locked=True, of=("self",))
-            .select_related("tenant")
-            .order_by("due_at")[:SWEEP_BATCH]
-        )
-        for request in due:
-            if request.on_expiry == OnExpiry.REJECT:
-                counts["expired"] += _expire(request, now=now)
-            else:
-                counts["escalated"] += _escalate(request, now=now)
-        if counts["expired"] or counts["escalated"]:
-            ctx.record(**counts)
+            done = {"expired": 0, "escalated": 0}
+            for request in held:
+                if request.on_expiry == OnExpiry.REJECT:
+                    done["expired"] += _expire(request, now=now)
+                else:
+                    done["escalated"] += _escalate(request, now=now)
+            if done["expired"] or done["escalated"]:
+                ctx.record(**done)
+        counts = {key: counts[key] + done[key] for key in counts}
     return counts
 
 
@@ -355,7 +361,9 @@ def _expire(request: ApprovalRequest, *, now: dt.datetime) -> int:
     comment = "No decision before the deadline: rejected automatically."
     label = "system: deadline"
     if not (
-        ApprovalRequest.objects.filter(pk=request.pk, status=ApprovalStatus.PENDING).update(
+        ApprovalRequest.objects.for_tenant(request.tenant_id)
+        .filter(pk=request.pk, status=ApprovalStatus.PENDING)
+        .update(
             status=ApprovalStatus.EXPIRED,
             decided_by_label=label,
             decided_at=now,
@@ -384,9 +392,9 @@ def _expire(request: ApprovalRequest, *, now: dt.datetime) -> int:
 
 def _escalate(request: ApprovalRequest, *, now: dt.datetime) -> int:
     if not (
-        ApprovalRequest.objects.filter(
-            pk=request.pk, status=ApprovalStatus.PENDING, escalated_at__isnull=True
-        ).update(escalated_at=now, version=F("version") + 1)
+        ApprovalRequest.objects.for_tenant(request.tenant_id)
+        .filter(pk=request.pk, status=ApprovalStatus.PENDING, escalated_at__isnull=True)
+        .update(escalated_at=now, version=F("version") + 1)
     ):
         return 0
     request.refresh_from_db()

@@ -16,7 +16,7 @@ migrations 0006 and 0007 install by path. The statements that call them live in
 `agents/runtime/sql/`.
 
 Files are found through the package (importlib.resources), not the working directory.
-This module sits in `tenants`, the bottom layer, so every layer may use it.
+This module sits in `core`, the bottom layer, so every layer may use it.
 """
 
 from __future__ import annotations

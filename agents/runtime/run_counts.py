@@ -20,6 +20,7 @@ from agents.runtime.models import RunCount
 from core import sql
 from tenants.scope import system_scope
 
+CROWDED_SQL = sql.load("agents.runtime", "crowded_run_counts")
 COMPACT_SQL = sql.load("agents.runtime", "compact_run_counts")
 COMPACT_ABOVE = 64  # rows of one tenant
 TENANTS_PER_PASS = 500
@@ -37,10 +38,15 @@ def by_status(tenant_id: Any) -> dict[str, int]:
 
 
 def compact() -> int:
-    """Fold crowded tenants' rows (and drop those of tenants gone); the rows folded away."""
+    """Fold crowded tenants' rows (and drop those of tenants gone); the rows folded away.
+    Tenant by tenant, each in its own transaction (under Citus, on the tenant's shard)."""
     folded = 0
     with system_scope("run_counts_compaction"), connection.cursor() as cursor:
-        cursor.execute(COMPACT_SQL, {"rows": COMPACT_ABOVE, "tenants": TENANTS_PER_PASS})
-        folded = cursor.fetchone()[0]
+        cursor.execute(CROWDED_SQL, {"rows": COMPACT_ABOVE, "tenants": TENANTS_PER_PASS})
+        crowded = [tenant_id for (tenant_id,) in cursor.fetchall()]
+    for tenant_id in crowded:
+        with system_scope("run_counts_compaction"), connection.cursor() as cursor:
+            cursor.execute(COMPACT_SQL, {"tenant": tenant_id})
+            folded += cursor.fetchone()[0]
     record_sweep("run_counts_compaction", {"folded": folded})
     return folded

@@ -7,7 +7,6 @@ counts go to the audit log.
 from __future__ import annotations
 
 import datetime as dt
-from collections import Counter
 from typing import Any
 
 from django.conf import settings
@@ -18,8 +17,11 @@ from agents.runtime.models import AgentSession, Run
 from agents.runtime.sweeps import expire_idempotency
 from core import sql
 from tenants.audit_retention import audit_purge_old
+from tenants.models import Tenant
 from tenants.scope import system_scope
 
+# The tenants with facts past their expiry (a read without locks).
+EXPIRED_TENANTS_SQL = sql.load("memory", "tenants_with_expired_facts")
 # Whole lineages whose live version expired: history goes with the fact it explains.
 PURGE_EXPIRED_SQL = sql.load("memory", "purge_expired_facts")
 # Old versions whose own retention ended while the live version lives on.
@@ -29,56 +31,75 @@ OLD_CHECKPOINTS_SQL = sql.load("memory", "purge_old_checkpoints")
 OLD_SESSIONLESS_RUNS_SQL = sql.load("memory", "find_old_sessionless_runs")
 
 
-def _batched(name: str, sql: str, *, now: dt.datetime, batch: int, max_batches: int) -> Counter:
-    """Run a DELETE … RETURNING tenant_id batch by batch, each in its own transaction."""
-    per_tenant: Counter = Counter()
+def _tenants_keeping(name: str, field: str) -> list[Any]:
+    """The tenants whose `field` (a retention period) is set: read without locks, in the
+    system context `name`. Every sweep below then works tenant by tenant, so each statement
+    that locks or deletes rows names one tenant (under Citus, one shard)."""
+    with system_scope(name):
+        return list(
+            Tenant.objects.filter(**{f"{field}__isnull": False})
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+
+
+def _batched(
+    name: str, sql: str, tenant_id: Any, *, now: dt.datetime, batch: int, max_batches: int
+) -> int:
+    """Run a DELETE … RETURNING of one tenant batch by batch, each in its own transaction."""
+    total = 0
     for _ in range(max_batches):
         with system_scope(name) as ctx, connection.cursor() as cursor:
-            cursor.execute(sql, {"now": now, "batch": batch})
-            rows = Counter(str(r[0]) for r in cursor.fetchall())
-            if rows:
-                ctx.record(deleted=sum(rows.values()), by_tenant=dict(rows))
-        per_tenant.update(rows)
-        if sum(rows.values()) < batch:
+            cursor.execute(sql, {"tenant": tenant_id, "now": now, "batch": batch})
+            deleted = len(cursor.fetchall())
+            if deleted:
+                ctx.record(deleted=deleted, by_tenant={str(tenant_id): deleted})
+        total += deleted
+        if deleted < batch:
             break
-    return per_tenant
+    return total
 
 
 def purge_expired_facts(
     *, now: dt.datetime | None = None, batch: int | None = None, max_batches: int = 1000
 ) -> int:
-    """Hard-delete facts past their expiry (with their history), in batches."""
+    """Hard-delete facts past their expiry (with their history), in batches, tenant by
+    tenant."""
     now = now or timezone.now()
     batch = batch or settings.MEMORY_PURGE_BATCH
-    heads = _batched(
-        "memory_ttl_sweep", PURGE_EXPIRED_SQL, now=now, batch=batch, max_batches=max_batches
-    )
-    old = _batched(
-        "memory_ttl_sweep", PURGE_OLD_VERSIONS_SQL, now=now, batch=batch, max_batches=max_batches
-    )
-    return sum(heads.values()) + sum(old.values())
+    with system_scope("memory_ttl_sweep"), connection.cursor() as cursor:
+        cursor.execute(EXPIRED_TENANTS_SQL, {"now": now})
+        tenants = [tenant_id for (tenant_id,) in cursor.fetchall()]
+    total = 0
+    for tenant_id in tenants:
+        for statement in (PURGE_EXPIRED_SQL, PURGE_OLD_VERSIONS_SQL):
+            total += _batched(
+                "memory_ttl_sweep", statement, tenant_id,
+                now=now, batch=batch, max_batches=max_batches,
+            )  # fmt: skip
+    return total
 
 
 def _found_and_deleted(
     name: str, sql: str, model: Any, noun: str, *, now: dt.datetime, batch: int, max_batches: int
 ) -> int:
-    """Find rows with `sql` (id, tenant_id) batch by batch, each batch in its own transaction,
-    and delete them through the ORM, which follows their cascade."""
+    """Find rows with `sql` (id, tenant_id) batch by batch for each tenant that keeps
+    conversations for a while, each batch in its own transaction, and delete them through the
+    ORM, which follows their cascade."""
     total = 0
-    for _ in range(max_batches):
-        with system_scope(name) as ctx, connection.cursor() as cursor:
-            cursor.execute(sql, {"now": now, "batch": batch})
-            rows = cursor.fetchall()
-            if rows:
-                _, counts = model.objects.filter(pk__in=[r[0] for r in rows]).delete()
-                ctx.record(
-                    **{noun: len(rows)},
-                    deleted=counts,
-                    by_tenant=dict(Counter(str(r[1]) for r in rows)),
-                )
-        total += len(rows)
-        if len(rows) < batch:
-            break
+    for tenant_id in _tenants_keeping(name, "conversation_retention_days"):
+        for _ in range(max_batches):
+            with system_scope(name) as ctx, connection.cursor() as cursor:
+                cursor.execute(sql, {"tenant": tenant_id, "now": now, "batch": batch})
+                ids = [row[0] for row in cursor.fetchall()]
+                if ids:
+                    _, counts = model.objects.filter(tenant_id=tenant_id, pk__in=ids).delete()
+                    ctx.record(
+                        **{noun: len(ids)}, deleted=counts, by_tenant={str(tenant_id): len(ids)}
+                    )
+            total += len(ids)
+            if len(ids) < batch:
+                break
     return total
 
 
@@ -109,10 +130,17 @@ def purge_old_checkpoints(
 ) -> int:
     """Delete the checkpoints of runs that finished longer ago than the tenant keeps them."""
     now = now or timezone.now()
-    deleted = _batched(
-        "checkpoint_retention", OLD_CHECKPOINTS_SQL, now=now, batch=batch, max_batches=max_batches
+    return sum(
+        _batched(
+            "checkpoint_retention",
+            OLD_CHECKPOINTS_SQL,
+            tenant_id,
+            now=now,
+            batch=batch,
+            max_batches=max_batches,
+        )  # fmt: skip
+        for tenant_id in _tenants_keeping("checkpoint_retention", "checkpoint_retention_days")
     )
-    return sum(deleted.values())
 
 
 def sweep_all(*, now: dt.datetime | None = None) -> dict[str, Any]:

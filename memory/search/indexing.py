@@ -138,7 +138,7 @@ def backfill(
             facts = list(
                 MemoryFact.objects.filter(_stale(provider.name, timezone.now() - grace))
                 .order_by("created_at")
-                .values_list("id", "text")[:batch]
+                .values_list("tenant_id", "id", "text")[:batch]
             )
         written, _ = _embed(
             facts, provider, scope=lambda: system_scope("memory_embedding_backfill")
@@ -149,8 +149,11 @@ def backfill(
     return total
 
 
-def _pending(tenant_id: Any, ids: list[str], model: str, *, limit: int) -> list[tuple[Any, str]]:
-    """(id, text) of the tenant's live facts waiting for a vector, oldest first; no lock."""
+def _pending(
+    tenant_id: Any, ids: list[str], model: str, *, limit: int
+) -> list[tuple[Any, Any, str]]:
+    """(tenant, id, text) of the tenant's live facts waiting for a vector, oldest first; no
+    lock."""
     wanted = Q(embedding__isnull=True)
     if ids:
         wanted |= Q(pk__in=ids) & ~Q(embedding_model=model)
@@ -159,7 +162,7 @@ def _pending(tenant_id: Any, ids: list[str], model: str, *, limit: int) -> list[
             MemoryFact.objects.for_tenant(tenant_id)
             .filter(wanted, valid_until__isnull=True)
             .order_by("created_at")
-            .values_list("id", "text")[:limit]
+            .values_list("tenant_id", "id", "text")[:limit]
         )
 
 
@@ -170,16 +173,20 @@ def _stale(model: str, young: dt.datetime) -> Q:
 
 
 def _embed(
-    facts: list[tuple[Any, str]], provider: EmbeddingProvider, *, scope: Callable[[], Any]
+    facts: list[tuple[Any, Any, str]], provider: EmbeddingProvider, *, scope: Callable[[], Any]
 ) -> tuple[int, list[Any]]:
-    """Embed (id, text) pairs with no transaction open, then store the vectors; answers how
-    many were written, and the ids still held locked by writers after WRITE_PATIENCE_SECONDS."""
+    """Embed (tenant, id, text) facts with no transaction open (one model call), then store
+    the vectors; answers how many were written, and the ids still held locked by writers after
+    WRITE_PATIENCE_SECONDS."""
     if not facts:
         return 0, []
     started = time.monotonic()
-    vectors = provider.embed([text for _, text in facts])
+    vectors = provider.embed([text for _, _, text in facts])
     computed = time.monotonic()
-    todo = [(pk, text, to_sql(v)) for (pk, text), v in zip(facts, vectors, strict=True)]
+    todo = [
+        (tenant_id, pk, text, to_sql(v))
+        for (tenant_id, pk, text), v in zip(facts, vectors, strict=True)
+    ]
     written, tries, pause = 0, 0, 0.005
     while True:
         tries += 1
@@ -202,36 +209,48 @@ def _embed(
     )
     if todo:
         logger.warning("%d facts stayed locked; they are embedded on the next pass", len(todo))
-    return written, [pk for pk, _, _ in todo]
+    return written, [pk for _, pk, _, _ in todo]
 
 
-def _store(todo: list[tuple[Any, str, str]], model: str) -> tuple[int, list[tuple[Any, str, str]]]:
-    """Write what can be written now; answers the count and what still wants writing (facts
-    a writer holds locked), dropping the facts that changed, went or got a vector meanwhile."""
+_Todo = tuple[Any, Any, str, str]  # tenant, fact id, text, vector
+
+
+def _store(todo: list[_Todo], model: str) -> tuple[int, list[_Todo]]:
+    """Write what can be written now, one statement per tenant (under Citus, on its shard);
+    answers the count and what still wants writing (facts a writer holds locked), dropping
+    the facts that changed, went or got a vector meanwhile."""
+    tenants: dict[Any, list[_Todo]] = {}
+    for item in todo:
+        tenants.setdefault(item[0], []).append(item)
+    count, rest = 0, []
     with connection.cursor() as cursor:
-        cursor.execute(
-            _WRITE_SQL,
-            {
-                "ids": [str(pk) for pk, _, _ in todo],
-                "texts": [text for _, text, _ in todo],
-                "vectors": [vector for _, _, vector in todo],
-                "model": model,
-            },
-        )
-        written = {str(row[0]) for row in cursor.fetchall()}
-        rest = [item for item in todo if str(item[0]) not in written]
-        if rest:
+        for tenant_id, items in tenants.items():
             cursor.execute(
-                _WANTED_SQL,
+                _WRITE_SQL,
                 {
-                    "ids": [str(pk) for pk, _, _ in rest],
-                    "texts": [text for _, text, _ in rest],
+                    "tenant": tenant_id,
+                    "ids": [str(pk) for _, pk, _, _ in items],
+                    "texts": [text for _, _, text, _ in items],
+                    "vectors": [vector for _, _, _, vector in items],
                     "model": model,
                 },
             )
-            wanted = {str(row[0]) for row in cursor.fetchall()}
-            rest = [item for item in rest if str(item[0]) in wanted]
-    return len(written), rest
+            written = {str(row[0]) for row in cursor.fetchall()}
+            count += len(written)
+            left = [item for item in items if str(item[1]) not in written]
+            if left:
+                cursor.execute(
+                    _WANTED_SQL,
+                    {
+                        "tenant": tenant_id,
+                        "ids": [str(pk) for _, pk, _, _ in left],
+                        "texts": [text for _, _, text, _ in left],
+                        "model": model,
+                    },
+                )
+                wanted = {str(row[0]) for row in cursor.fetchall()}
+                rest += [item for item in left if str(item[1]) in wanted]
+    return count, rest
 
 
 class _Turn:

@@ -6,7 +6,8 @@ database rather than promised (tenants/distribution.py, docs/scaling.md):
 - every foreign key between distributed tables is (column, tenant_id) -> (id, tenant_id),
   so a row cannot point at another tenant's row, even where row-level security would not see;
 - no reference or other table points into a distributed one;
-- the engine's statements name the tenant, so each one goes to one shard.
+- the engine's statements name the tenant, so each one goes to one shard, and every sweep
+  locks and changes one tenant's rows per statement.
 """
 
 from __future__ import annotations
@@ -138,25 +139,29 @@ def test_the_citus_statements_place_every_table_once_reference_tables_first():
     assert all("reference" in s for s in statements[:first_distributed])
 
 
-# Statements that go over every tenant on purpose (the sweeps, as beat runs them): on Citus
-# each is one multi-shard statement, or one per shard (docs/scaling.md).
-SWEEPS = {
-    "compact_run_counts.sql",
+# Sweeps' reads without locks that find the tenants with work, and multi-shard statements
+# Citus runs as they are (a DELETE of every expired row, no LIMIT, no row locks). Every
+# statement that locks rows names one tenant (checked below, and by running the sweeps).
+ACROSS_TENANTS = {
+    "crowded_run_counts.sql",
     "delete_expired_idempotency_records.sql",
-    "requeue_lost_runs.sql",
     "running_lease_owners.sql",
-    "touch_stale_queued_runs.sql",
-    "wake_due_timers.sql",
+    "tenants_of_worker.sql",
+    "tenants_with_due_runs.sql",
+    "tenants_with_expired_facts.sql",
 }
+SQL_FOLDERS = ["agents/runtime/sql", "memory/sql", "approvals/sql"]
 STATEMENTS = [
     "agents/runtime/engine/sql/claim_run_v4.sql",
     "agents/runtime/engine/sql/persist_step_v4.sql",
     *(
         str(p.relative_to(ROOT))
-        for p in sorted((ROOT / "agents/runtime/sql").glob("*.sql"))
-        if p.name not in SWEEPS
+        for folder in SQL_FOLDERS
+        for p in sorted((ROOT / folder).glob("*.sql"))
+        if p.name not in ACROSS_TENANTS
     ),
 ]
+ONE_TENANT = re.compile(r'tenant_id"?\s*=\s*(?:%s|%\(tenant\)s|p_tenant)')
 
 
 @pytest.mark.parametrize("path", STATEMENTS)
@@ -171,3 +176,99 @@ def test_the_engines_statements_name_the_tenant_of_every_row_they_touch(path):
         assert "tenant_id" in clause, f"{path}: {clause.strip()[:90]}"
     for match in re.finditer(r"INSERT INTO (agents_\w+)\s*\(([^)]*)\)", text):
         assert "tenant_id" in match.group(2), f"{path}: INSERT INTO {match.group(1)}"
+
+
+@pytest.mark.parametrize("name", sorted(ACROSS_TENANTS))
+def test_a_statement_over_every_tenant_locks_nothing_and_changes_no_bounded_batch(name):
+    [path] = [ROOT / folder / name for folder in SQL_FOLDERS if (ROOT / folder / name).exists()]
+    text = re.sub(r"--[^\n]*", "", path.read_text())
+    assert not re.search(r"\bFOR\s+(?:UPDATE|SHARE)\b", text, re.IGNORECASE)
+    if re.match(r"\s*(?:UPDATE|DELETE|INSERT|WITH)", text, re.IGNORECASE):
+        assert not re.search(r"\bLIMIT\b", text), "a bounded change over every shard"
+
+
+def test_every_sweep_locks_and_changes_the_rows_of_one_tenant_per_statement(
+    tenant_a, tenant_b, monkeypatch
+):
+    """The beat's sweeps, run over two tenants that each have work for every one of them:
+    each statement that locks rows (FOR UPDATE) or changes a bounded batch names one tenant,
+    so under Citus it runs on that tenant's shard."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from agents.runtime import run_counts, sweeps
+    from approvals.services import approval_requests_sweep_due
+    from memory.facts import retention
+    from memory.facts.remember import fact_remember
+    from memory.models import MemoryFact
+    from tenants.scope import tenant_scope
+    from tests import factories
+    from tests.approvals.conftest import add_policy, paused_refund
+
+    monkeypatch.setattr("agents.runtime.queue.enqueue_run", lambda **kwargs: None)
+    monkeypatch.setattr(run_counts, "COMPACT_ABOVE", 0)
+    now = timezone.now()
+    long_ago, a_month_ago = now - dt.timedelta(days=400), now - dt.timedelta(days=30)
+    in_a_minute = now + dt.timedelta(minutes=1)
+    requests = []
+    for tenant in (tenant_a, tenant_b):
+        admin, member = factories.make_member(tenant, "admin"), factories.make_member(tenant)
+        add_policy(admin, expires_after_minutes=1, on_expiry="reject")
+        requests.append(paused_refund(member)[1])
+        with tenant_scope(tenant.pk):
+            fact_remember(
+                tenant_id=tenant.pk, subject_id=member.user_id, category="preference",
+                text="Likes tea", ttl_minutes=1,
+            )  # fmt: skip
+    with system_scope("test"):
+        for tenant in (tenant_a, tenant_b):
+            for status, changed, extra in [
+                ("running", long_ago, {"lease_owner": "gone@host", "lease_expires_at": long_ago}),
+                # a worker whose key is gone, but which wrote a moment ago: only the
+                # Celery parent's word (take_back_from) takes its run
+                ("running", now, {"lease_owner": "killed@host", "lease_expires_at": in_a_minute}),
+                ("waiting_timer", long_ago, {"not_before": long_ago}),
+                ("queued", long_ago, {"not_before": long_ago}),
+                ("succeeded", long_ago, {"finished_at": long_ago}),  # the run goes
+                ("succeeded", a_month_ago, {"finished_at": a_month_ago}),  # its checkpoint goes
+            ]:
+                run = Run.objects.create(
+                    tenant=tenant, agent="x", agent_version=1, current_step="s", status=status
+                )
+                Run.objects.filter(pk=run.pk).update(
+                    created_at=changed, updated_at=changed, **extra
+                )
+                run.checkpoints.create(tenant=tenant, seq=1, step="s", state={}, schema_version=1)
+
+    seen: list[str] = []
+
+    def capture(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        counts = sweeps.recover()
+        taken = sweeps.take_back_from("killed@host")
+        folded = run_counts.compact()
+        swept = retention.sweep_all(now=now + dt.timedelta(days=1))
+        decided = approval_requests_sweep_due(now=now + dt.timedelta(minutes=2))
+    assert counts == {"lost_leases": 2, "timers_woken": 2, "requeued": 2}
+    assert taken == 2 and folded > 0
+    assert (swept["facts"], swept["runs"], swept["checkpoints"]) == (2, 2, 2)
+    assert decided == {"expired": 2, "escalated": 0}
+    with system_scope("test"):
+        assert not MemoryFact.objects.exists()
+    locking = [sql for sql in seen if locks_rows(sql)]
+    # every sweep above (lost, taken back, timers, stale, facts, old versions, checkpoints,
+    # deadlines), for each tenant
+    assert len(locking) >= 16
+    assert [sql for sql in locking if not ONE_TENANT.search(sql)] == []
+
+
+def locks_rows(sql: str) -> bool:
+    """Locks rows, or changes a bounded batch (which needs the rows' order on one shard)."""
+    if re.search(r"\bFOR\s+(?:NO\s+KEY\s+)?(?:UPDATE|SHARE)\b", sql, re.IGNORECASE):
+        return True
+    changes = re.match(r"\s*(?:UPDATE|DELETE|INSERT|WITH)\b", sql, re.IGNORECASE)
+    return bool(changes and re.search(r"\bLIMIT\b", sql, re.IGNORECASE))

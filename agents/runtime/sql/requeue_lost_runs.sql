@@ -1,4 +1,4 @@
--- Sweep (system context): take back running runs whose worker is gone, requeue them, and
+-- Sweep (system context): take back the tenant's running runs whose worker is gone, requeue them, and
 -- record each lost attempt (how long it ran) and a run.lost event. A worker is gone when its
 -- lease expired, or when it is one of %(dead)s (its liveness key vanished) and the run was
 -- not claimed or written within %(quiet)s seconds (so a worker that has just started, whose
@@ -21,7 +21,8 @@ WITH dead AS (
                AS lost_at
       FROM agents_run r LEFT JOIN dead d ON d.owner = r.lease_owner
            LEFT JOIN seen s ON s.owner = r.lease_owner
-     WHERE r.status = 'running'
+     WHERE r.tenant_id = %(tenant)s
+       AND r.status = 'running'
        AND (r.lease_expires_at < clock_timestamp()
             OR (d.owner IS NOT NULL
                 AND r.updated_at < clock_timestamp() - make_interval(secs => %(quiet)s)))
@@ -36,7 +37,7 @@ WITH dead AS (
            -- when it was queued again (stuck detection measures the wait from here)
            not_before = clock_timestamp()
       FROM lost
-     WHERE r.id = lost.id
+     WHERE r.id = lost.id AND r.tenant_id = lost.tenant_id
     RETURNING r.id
 ), noted AS (
     INSERT INTO agents_stepattempt
