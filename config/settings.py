@@ -655,6 +655,9 @@ if MEMORY_EXTRACTOR not in ("auto", "model", "patterns"):
     )
 MEMORY_CONTEXT_BUDGET_TOKENS = env_int("MEMORY_CONTEXT_BUDGET_TOKENS", 400, minimum=0)
 MEMORY_PURGE_BATCH = env_int("MEMORY_PURGE_BATCH", 2000, minimum=1)
+# How long audit events of no tenant (the system context's own, sign-in attempts of unknown
+# people) are kept; 0 keeps them forever. A tenant's own: its audit_retention_days.
+AUDIT_SYSTEM_RETENTION_DAYS = env_int("AUDIT_SYSTEM_RETENTION_DAYS", 365, minimum=0)
 # How long a signed one-time privacy link (made through the API) stays valid.
 MEMORY_PRIVACY_LINK_MAX_AGE_SECONDS = env_int(
     "MEMORY_PRIVACY_LINK_MAX_AGE_SECONDS", 900, minimum=30
