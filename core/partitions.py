@@ -19,9 +19,16 @@ into the default partition first (`keep` below).
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
 from collections.abc import Iterable
 from typing import Any
+
+from django.db import DatabaseError
+
+from core import ids
+
+logger = logging.getLogger(__name__)
 
 UTC = dt.UTC
 _MONTH = re.compile(r"_p(\d{4})(\d{2})$")
@@ -29,7 +36,7 @@ _MONTH = re.compile(r"_p(\d{4})(\d{2})$")
 
 def month_of(moment: dt.datetime) -> dt.datetime:
     """The first instant (UTC) of the month holding `moment`."""
-    moment = moment.astimezone(UTC)
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     return dt.datetime(moment.year, moment.month, 1, tzinfo=UTC)
 
 
@@ -74,15 +81,26 @@ def _at(match: re.Match) -> dt.datetime:
     return dt.datetime(int(match[1]), int(match[2]), 1, tzinfo=UTC)
 
 
+def bound(column: str, month: dt.datetime) -> Any:
+    """Where `month` starts in `column`: the instant for a time column; for `run_id`, a run
+    id being a UUID v7 (core/ids.py), the lowest id made in that month."""
+    return ids.lowest_at(month) if column == "run_id" else month
+
+
+def _literal(column: str, month: dt.datetime) -> str:
+    value = bound(column, month)
+    return str(value) if column == "run_id" else value.isoformat()
+
+
 def create_default(cursor: Any, table: str) -> None:
     cursor.execute(f"CREATE TABLE {default_name(table)} PARTITION OF {table} DEFAULT")
     _same_policies(cursor, table, default_name(table))
 
 
-def _create_month(cursor: Any, table: str, month: dt.datetime) -> None:
+def _create_month(cursor: Any, table: str, column: str, month: dt.datetime) -> None:
     cursor.execute(
-        f"CREATE TABLE {month_name(table, month)} PARTITION OF {table}"
-        f" FOR VALUES FROM ('{month.isoformat()}') TO ('{add_months(month, 1).isoformat()}')"
+        f"CREATE TABLE {month_name(table, month)} PARTITION OF {table} FOR VALUES"
+        f" FROM ('{_literal(column, month)}') TO ('{_literal(column, add_months(month, 1))}')"
     )
     _same_policies(cursor, table, month_name(table, month))
 
@@ -133,21 +151,21 @@ def ensure_months(cursor: Any, table: str, column: str, wanted: Iterable[dt.date
         cursor.execute(
             f"SELECT EXISTS (SELECT 1 FROM {default_name(table)}"
             f" WHERE {column} >= %s AND {column} < %s)",
-            [month, add_months(month, 1)],
+            [bound(column, month), bound(column, add_months(month, 1))],
         )
         if cursor.fetchone()[0]:
             _create_with_waiting_rows(cursor, table, column, month)
         else:
-            _create_month(cursor, table, month)
+            _create_month(cursor, table, column, month)
         created += 1
     return created
 
 
 def _create_with_waiting_rows(cursor: Any, table: str, column: str, month: dt.datetime) -> None:
     default = default_name(table)
-    bounds = [month, add_months(month, 1)]
+    bounds = [bound(column, month), bound(column, add_months(month, 1))]
     cursor.execute(f"ALTER TABLE {table} DETACH PARTITION {default}")
-    _create_month(cursor, table, month)
+    _create_month(cursor, table, column, month)
     cursor.execute(
         f"WITH moved AS (DELETE FROM {default} WHERE {column} >= %s AND {column} < %s"
         f" RETURNING *) INSERT INTO {month_name(table, month)} SELECT * FROM moved",
@@ -174,3 +192,154 @@ def drop_month(
         kept = cursor.rowcount
     cursor.execute(f"DROP TABLE {name}")
     return kept
+
+
+def convert(
+    cursor: Any,
+    table: str,
+    *,
+    key: str,
+    column: str | None = None,
+    wanted: Iterable[dt.datetime] = (),
+) -> None:
+    """Rebuild `table` with every row (and id): partitioned by month of `column` (the months
+    `wanted` and those of its rows, and a default partition), or, when `column` is None, as
+    one plain table. Its columns, defaults, identity and checks come along (LIKE), and so do
+    its indexes, unique and foreign keys, row-level security, policies and triggers, under
+    the same names; the primary key becomes `key` (a partitioned table's must hold `column`).
+    Run it in a transaction. Views over the table are the caller's (they follow the old one).
+    """
+    flat = f"{table}_flat"
+    keys = _constraints(cursor, table)
+    indexes = _lone_indexes(cursor, table)
+    triggers = _triggers(cursor, table)
+    cursor.execute(
+        "SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = %s::regclass",
+        [table],
+    )
+    enabled, forced = cursor.fetchone()
+    cursor.execute(
+        "SELECT policyname, permissive, cmd, qual, with_check FROM pg_policies"
+        " WHERE schemaname = current_schema() AND tablename = %s",
+        [table],
+    )
+    policies = cursor.fetchall()
+    cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [table])
+    (sequence,) = cursor.fetchone()
+
+    # The old table out of the way of every name (index names are per schema).
+    cursor.execute(f"ALTER TABLE {table} RENAME TO {flat}")
+    cursor.execute(f"ALTER TABLE {flat} NO FORCE ROW LEVEL SECURITY")
+    cursor.execute(
+        "SELECT c.relname FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid"
+        " WHERE x.indrelid = %s::regclass",
+        [flat],
+    )
+    for (index,) in cursor.fetchall():
+        cursor.execute(f'ALTER INDEX "{index}" RENAME TO "{(index + "_flat")[-63:]}"')
+    if sequence:
+        cursor.execute(f"ALTER SEQUENCE {sequence} RENAME TO {flat}_id_seq")
+
+    how = f" PARTITION BY RANGE ({column})" if column else ""
+    cursor.execute(
+        f"CREATE TABLE {table} (LIKE {flat} INCLUDING DEFAULTS INCLUDING CONSTRAINTS"
+        f" INCLUDING IDENTITY INCLUDING GENERATED INCLUDING STORAGE){how}"
+    )
+    if column:
+        create_default(cursor, table)
+        cursor.execute(
+            f"SELECT DISTINCT date_trunc('month', {_time_of(column)}) FROM {flat}"
+            + (" WHERE substr(run_id::text, 15, 1) = '7'" if column == "run_id" else "")
+        )
+        months = [row[0] for row in cursor.fetchall() if row[0] is not None]
+        ensure_months(cursor, table, column, [*wanted, *months])
+    cursor.execute(f"INSERT INTO {table} SELECT * FROM {flat}")
+    if sequence:
+        cursor.execute(
+            f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), greatest("
+            f"(SELECT max(id) FROM {table}), (SELECT last_value FROM {flat}_id_seq)))"
+        )
+    for name, kind, definition in keys:
+        if kind == "p":
+            definition = f"PRIMARY KEY ({key})"
+        if kind == "f" and not definition.endswith(" NOT VALID"):
+            definition += " NOT VALID"
+        cursor.execute(f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {definition}')
+        if kind == "f":
+            _validate(cursor, table, name)
+    for definition in indexes:
+        cursor.execute(definition.replace(" ON ONLY ", " ON "))
+    if enabled:
+        cursor.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+    if forced:
+        cursor.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+    for name, permissive, cmd, qual, check in policies:
+        cursor.execute(
+            f'CREATE POLICY "{name}" ON {table} AS {permissive} FOR {cmd}'
+            + (f" USING ({qual})" if qual else "")
+            + (f" WITH CHECK ({check})" if check else "")
+        )
+    if column:
+        secure_all(cursor, table)
+    for definition in triggers:
+        cursor.execute(definition)
+    cursor.execute(f"DROP TABLE {flat}")
+
+
+def _validate(cursor: Any, table: str, name: str) -> None:
+    """Validate a foreign key added NOT VALID; rows that break it (a database whose keys were
+    once bypassed, as bulk loaders do) leave it NOT VALID, as it truly was: new rows are
+    checked either way."""
+    cursor.execute("SAVEPOINT validate_key")
+    try:
+        cursor.execute(f'ALTER TABLE {table} VALIDATE CONSTRAINT "{name}"')
+    except DatabaseError:
+        cursor.execute("ROLLBACK TO SAVEPOINT validate_key")
+        logger.warning("%s: rows break %s; it stays NOT VALID", table, name)
+    cursor.execute("RELEASE SAVEPOINT validate_key")
+
+
+def _time_of(column: str) -> str:
+    """SQL for when a row's `column` says it belongs (a run id: when the run was made)."""
+    if column != "run_id":
+        return f"{column} AT TIME ZONE 'UTC'"
+    # A UUID v7's first 48 bits are its Unix time in milliseconds. (Rows of runs made before
+    # ids were time-ordered, random version 4 ids, make no month: they stay in the default
+    # partition, but for the rare one that falls in a month's range.)
+    return (
+        "to_timestamp(('x' || lpad(substr(replace(run_id::text, '-', ''), 1, 12), 16, '0'))"
+        "::bit(64)::bigint / 1000.0) AT TIME ZONE 'UTC'"
+    )
+
+
+def _constraints(cursor: Any, table: str) -> list[tuple[str, str, str]]:
+    """(name, kind, definition) of the table's primary, unique and foreign keys."""
+    cursor.execute(
+        "SELECT conname, contype, pg_get_constraintdef(oid) FROM pg_constraint"
+        " WHERE conrelid = %s::regclass AND contype IN ('p', 'u', 'f') AND conparentid = 0"
+        " ORDER BY contype DESC, conname",
+        [table],
+    )
+    return cursor.fetchall()
+
+
+def _lone_indexes(cursor: Any, table: str) -> list[str]:
+    """CREATE INDEX statements of the table's indexes that back no constraint."""
+    cursor.execute(
+        "SELECT pg_get_indexdef(x.indexrelid) FROM pg_index x"
+        " WHERE x.indrelid = %s::regclass"
+        " AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid"
+        "                 AND c.conrelid = x.indrelid)"
+        " ORDER BY x.indexrelid",
+        [table],
+    )
+    return [definition for (definition,) in cursor.fetchall()]
+
+
+def _triggers(cursor: Any, table: str) -> list[str]:
+    cursor.execute(
+        "SELECT pg_get_triggerdef(oid) FROM pg_trigger"
+        " WHERE tgrelid = %s::regclass AND NOT tgisinternal AND tgparentid = 0",
+        [table],
+    )
+    return [definition for (definition,) in cursor.fetchall()]

@@ -10,7 +10,9 @@ shard of their tenant, all tables colocated), except:
 - **local tables**, kept on the coordinator: the audit log holds events of no tenant
   (sign-in attempts of unknown people), and a distribution column cannot be NULL.
 
-Every table with a tenant but the local ones has the primary key `(id, tenant_id)`. A
+Every table with a tenant but the local ones has the primary key `(id, tenant_id)` (the
+per-run tables, partitioned by the month of their run, `(id, tenant_id, run_id)`: a
+partitioned table's key holds its partition column; Citus distributes partitioned tables). A
 distributed table's unique keys each carry
 `tenant_id`, and each foreign key to another distributed table is `(column, tenant_id)` ->
 `(id, tenant_id)` (Django declares those fields `db_constraint=False`; the apps' migrations

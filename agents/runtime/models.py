@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from core import ids
 from tenants.models import Tenant, TenantOwned, TenantQuerySet
 
 
@@ -138,7 +139,9 @@ FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
 class Run(TenantOwned):
     """One execution of an agent. `version` is the fencing token every write checks."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Time-ordered (UUID v7): the id says when the run was made, and its per-run rows are
+    # kept in the partition of that month (core/partitions.py).
+    id = models.UUIDField(primary_key=True, default=ids.uuid7, editable=False)
     # The indexes below all start with the tenant; a separate one would only slow writes.
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
     session = models.ForeignKey(

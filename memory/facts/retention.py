@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from agents.runtime import run_partitions
 from agents.runtime.models import AgentSession, Run
 from agents.runtime.sweeps import expire_idempotency
 from core import sql
@@ -145,6 +146,7 @@ def purge_old_checkpoints(
 
 def sweep_all(*, now: dt.datetime | None = None) -> dict[str, Any]:
     """Every retention sweep once; what beat runs."""
+    now = now or timezone.now()
     return {
         "facts": purge_expired_facts(now=now),
         "sessions": purge_old_sessions(now=now),
@@ -152,4 +154,6 @@ def sweep_all(*, now: dt.datetime | None = None) -> dict[str, Any]:
         "checkpoints": purge_old_checkpoints(now=now),
         "idempotency": expire_idempotency(),
         "audit": sum(audit_purge_old(now=now).values()),
+        # after the rows above went: a month whose runs are gone drops with nothing to keep
+        "run_partitions": run_partitions.maintain(now=now),
     }

@@ -211,4 +211,12 @@ def test_audit_events_go_after_the_tenants_audit_retention_oldest_first(db):
 
 def test_the_beat_sweep_runs_every_retention_job_including_idempotency(members):
     counts = retention.sweep_all()
-    assert set(counts) == {"facts", "sessions", "runs", "checkpoints", "idempotency", "audit"}
+    assert set(counts) == {
+        "facts",
+        "sessions",
+        "runs",
+        "checkpoints",
+        "idempotency",
+        "audit",
+        "run_partitions",
+    }

@@ -45,6 +45,18 @@ def tenant_tables() -> set[str]:
     }
 
 
+def partitioned_by(column: str) -> list[str]:
+    return [
+        name
+        for (name,) in catalog(
+            "SELECT c.relname FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid"
+            " JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = p.partattrs[0]"
+            " WHERE a.attname = %s",
+            [column],
+        )
+    ]
+
+
 def distributed() -> set[str]:
     return tenant_tables() - set(distribution.REFERENCE_TABLES) - set(distribution.LOCAL_TABLES)
 
@@ -58,7 +70,7 @@ def key_columns(kind: str) -> list[tuple[str, str, list[str]]]:
         " JOIN pg_class i ON i.oid = x.indexrelid"
         " CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY k(attnum, ord)"
         " JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum"
-        f" WHERE t.relnamespace = 'public'::regnamespace AND {flag}"
+        f" WHERE t.relnamespace = 'public'::regnamespace AND {flag} AND NOT t.relispartition"
         " GROUP BY t.relname, i.relname"
     )
     return [(t, i, list(cols)) for t, i, cols in rows]
@@ -73,7 +85,7 @@ def foreign_keys() -> list[tuple[str, str, list[str], str, list[str]]]:
         " (SELECT array_agg(a.attname ORDER BY k.ord) FROM unnest(c.confkey) WITH ORDINALITY"
         "  k(attnum, ord) JOIN pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.attnum)"
         " FROM pg_constraint c WHERE c.contype = 'f'"
-        " AND c.connamespace = 'public'::regnamespace"
+        " AND c.connamespace = 'public'::regnamespace AND c.conparentid = 0"
     )
     return [(t, n, list(cols), p, list(pcols)) for t, n, cols, p, pcols in rows]
 
@@ -93,7 +105,13 @@ def test_a_distributed_tables_primary_key_and_each_unique_key_carry_the_tenant()
     keyed = tenant_tables() - set(distribution.LOCAL_TABLES)
     primary = {t: cols for t, _, cols in key_columns("p") if t in keyed}
     assert set(primary) == keyed  # every one has a primary key
-    assert {t: cols for t, cols in primary.items() if cols != ["id", "tenant_id"]} == {}
+    # A partitioned table's key also holds its partition column (the per-run tables: run_id).
+    by_run = set(partitioned_by("run_id"))
+    assert {
+        t: cols
+        for t, cols in primary.items()
+        if cols != ["id", "tenant_id"] + (["run_id"] if t in by_run else [])
+    } == {}
     missing = [(t, i, cols) for t, i, cols in key_columns("u") if t in placed]
     assert [(t, i, cols) for t, i, cols in missing if "tenant_id" not in cols] == []
 

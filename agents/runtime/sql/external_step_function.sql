@@ -72,7 +72,7 @@ BEGIN
                  step_seq, input, attempts, lease_owner, version, state_schema_version,
                  waiting_for, cancel_requested, event_seq, created_at, updated_at,
                  finished_at, resolution_note)
-            VALUES (gen_random_uuid(), p_tenant, v_session, 'langgraph', 1, 'succeeded',
+            VALUES (uuidv7(), p_tenant, v_session, 'langgraph', 1, 'succeeded',
                     'external', 0, jsonb_build_object('thread_id', p_thread,
                                                       'checkpoint_ns', p_ns),
                     0, '', 1, 1, '', false, 0, now(), now(), now(), '')
