@@ -175,6 +175,34 @@ def _create_with_waiting_rows(cursor: Any, table: str, column: str, month: dt.da
     cursor.execute(f"ALTER TABLE {table} ATTACH PARTITION {default} DEFAULT")
 
 
+def ended_by(cursor: Any, table: str, moment: dt.datetime) -> list[dt.datetime]:
+    """The table's months that ended by `moment`, oldest first."""
+    return [month for month in months(cursor, table) if add_months(month, 1) <= moment]
+
+
+def drop_counted(
+    cursor: Any, table: str, month: dt.datetime, *, keep: str, params: dict
+) -> tuple[dict[str, int], int]:
+    """Drop the month as `drop_month` does, after counting its rows: answers the rows dropped
+    per tenant ("system" for rows of none) and the rows kept. They are counted before the
+    table is locked, and copied under the lock only when some must stay (a month nobody keeps
+    a row of drops at once). The lock is waited for 2 s at most: past that, OperationalError,
+    and the month waits for the next sweep."""
+    cursor.execute(
+        f"SELECT coalesce(e.tenant_id::text, 'system'), {keep} AS kept, count(*)"
+        f" FROM {month_name(table, month)} e GROUP BY 1, 2",
+        params,
+    )
+    counts = cursor.fetchall()
+    gone: dict[str, int] = {}
+    for owner, kept, count in counts:
+        if not kept:
+            gone[owner] = gone.get(owner, 0) + count
+    cursor.execute("SET LOCAL lock_timeout = '2s'")
+    some = any(kept for _, kept, _ in counts)
+    return gone, drop_month(cursor, table, month, keep=keep if some else "", params=params)
+
+
 def drop_month(
     cursor: Any, table: str, month: dt.datetime, *, keep: str = "", params: dict | None = None
 ) -> int:

@@ -109,27 +109,12 @@ def audit_drop_old_months(*, now: dt.datetime | None = None) -> dict[str, int]:
         return {}
     dropped: dict[str, int] = {}
     with system_scope("audit_partitions"), connection.cursor() as cursor:
-        old = [
-            month
-            for month in partitions.months(cursor, TABLE)
-            if partitions.add_months(month, 1) <= now - dt.timedelta(days=shortest)
-        ]
+        old = partitions.ended_by(cursor, TABLE, now - dt.timedelta(days=shortest))
     params = {"now": now, "system_days": settings.AUDIT_SYSTEM_RETENTION_DAYS}
     for month in old:
         try:
             with system_scope("audit_partitions") as ctx, connection.cursor() as cursor:
-                # Counted before the table is locked; the rows to keep are copied under the
-                # lock only when there are any (a month every owner has let go drops at once).
-                cursor.execute(
-                    f"SELECT coalesce(tenant_id::text, 'system'), {KEEP} AS kept, count(*)"
-                    f" FROM {partitions.month_name(TABLE, month)} e GROUP BY 1, 2",
-                    params,
-                )
-                counts = cursor.fetchall()
-                gone = {owner: n for owner, kept, n in counts if not kept}
-                keep = KEEP if any(kept for _, kept, _ in counts) else ""
-                cursor.execute("SET LOCAL lock_timeout = '2s'")
-                kept = partitions.drop_month(cursor, TABLE, month, keep=keep, params=params)
+                gone, kept = partitions.drop_counted(cursor, TABLE, month, keep=KEEP, params=params)
                 ctx.record(month=f"{month:%Y-%m}", deleted=sum(gone.values()), kept=kept,
                            by_tenant=gone)  # fmt: skip
         except OperationalError:

@@ -78,32 +78,20 @@ def drop_old_months(table: str, *, now: dt.datetime) -> dict[str, int]:
         shortest = Tenant.objects.aggregate(days=Min(window))["days"]
         if shortest is None:
             return done  # every tenant keeps forever
-        old = [
-            month
-            for month in partitions.months(cursor, table)
-            if partitions.add_months(month, 1) <= now - dt.timedelta(days=shortest)
-        ]
+        old = partitions.ended_by(cursor, table, now - dt.timedelta(days=shortest))
     for month in old:
         try:
             with system_scope("run_partitions") as ctx, connection.cursor() as cursor:
-                cursor.execute(
-                    f"SELECT {keep} AS kept, count(*)"
-                    f" FROM {partitions.month_name(table, month)} e GROUP BY 1",
-                    {"now": now},
+                gone, kept = partitions.drop_counted(
+                    cursor, table, month, keep=keep, params={"now": now}
                 )
-                counts = dict(cursor.fetchall())
-                cursor.execute("SET LOCAL lock_timeout = '2s'")
-                kept = partitions.drop_month(
-                    cursor, table, month, keep=keep if counts.get(True) else "",
-                    params={"now": now},
-                )  # fmt: skip
-                ctx.record(
-                    table=table, month=f"{month:%Y-%m}", deleted=counts.get(False, 0), kept=kept
-                )
+                deleted = sum(gone.values())
+                ctx.record(table=table, month=f"{month:%Y-%m}", deleted=deleted, kept=kept,
+                           by_tenant=gone)  # fmt: skip
         except OperationalError:
             logger.warning("%s month %s not dropped this time: its lock was busy", table, month)
             continue
         done["months"] += 1
-        done["deleted"] += counts.get(False, 0)
+        done["deleted"] += deleted
         done["kept"] += kept
     return done
