@@ -149,3 +149,50 @@ def test_no_month_is_dropped_while_a_tenant_window_could_still_hold_it(old_month
         assert where("agents_checkpoint", done.pk) == [
             partitions.month_name("agents_checkpoint", month)
         ]
+
+
+def test_the_migration_moves_populated_per_run_tables_both_ways_with_every_row_and_id(
+    old_months, tenant_a
+):
+    from django.db.migrations.executor import MigrationExecutor
+
+    now = timezone.now()
+    old_months(now - 40 * DAY)
+    runs = [
+        run(tenant_a, now),
+        run(tenant_a, now - 40 * DAY, finished=now - 39 * DAY),
+        run(tenant_a, now, pk=uuid.UUID("0" * 8 + "-0000-4000-8000-" + "0" * 11 + "1")),
+    ]
+
+    def rows() -> dict[str, set]:
+        with system_scope("test"), connection.cursor() as cursor:
+            found = {}
+            for table in run_partitions.TABLES:
+                cursor.execute(f"SELECT id, run_id, tenant_id FROM {table}")
+                found[table] = set(cursor.fetchall())
+            return found
+
+    before = rows()
+    assert sum(len(r) for r in before.values()) == 6  # a checkpoint and an event each
+    executor = MigrationExecutor(connection)
+    executor.migrate([("agents", "0029_run_ids_time_ordered")])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_partitioned_table WHERE partrelid = ANY(%s::regclass[])",
+            [list(run_partitions.TABLES)],
+        )
+        assert cursor.fetchone()[0] == 0
+    assert rows() == before
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    assert rows() == before
+    recent, old, legacy = runs
+    assert where("agents_checkpoint", old.pk) == [
+        partitions.month_name("agents_checkpoint", partitions.month_of(now - 40 * DAY))
+    ]
+    assert where("agents_runevent", legacy.pk) == ["agents_runevent_pdefault"]
+    later = run(tenant_a, now)  # ids go on from the moved ones
+    with system_scope("test"):
+        assert Checkpoint.objects.get(run=later).pk > max(
+            pk for pk, _, _ in before["agents_checkpoint"]
+        )
