@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import re
 import threading
 import time
 import uuid
@@ -191,9 +192,13 @@ def test_a_graphs_requests_carry_its_steps_in_order_and_an_invoke_that_returned_
         assert sum(n for shape, n in shapes.items() if "put" in shape) <= 3 * 14
         return
 
-    # A checkpoint travels with its own step's writes only: the shapes the one-statement path
-    # takes (external_fast.eligible). Writes whose checkpoint is late (a loaded machine) go
-    # alone once the linger has passed, and the checkpoint after them.
+    # A checkpoint ends its request, after the writes queued before it: mostly its own step's
+    # (the shapes the one-statement path takes, external_fast.eligible). On a loaded machine
+    # LangGraph's background thread may queue a step's writes after that step's checkpoint
+    # went: they then wait for the linger and travel with the next step's writes and
+    # checkpoint ("writes writes put", the general path), or go alone.
     with_checkpoint = {shape for shape in shapes if "put" in shape}
-    assert with_checkpoint <= {"put", "writes put"}, shapes
+    assert all(re.fullmatch(r"(writes )*put", shape) for shape in with_checkpoint), shapes
     assert sum(n for shape, n in shapes.items() if "put" in shape) == 3 * 14  # one per checkpoint
+    fast = sum(shapes[shape] for shape in ("put", "writes put"))
+    assert fast >= 3 * 14 // 2, shapes
