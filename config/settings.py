@@ -509,6 +509,9 @@ AGENTSTATE_LIVENESS_SECONDS = env_float("AGENTSTATE_LIVENESS_SECONDS", 3.0, mini
 # retry budget (which only its failures use up): a step that kills its worker every time
 # still ends.
 AGENTSTATE_INFRASTRUCTURE_RETRIES = env_int("AGENTSTATE_INFRASTRUCTURE_RETRIES", 20, minimum=0)
+# How long a task holding a run's message waits (trying again every second) for a database or
+# Redis that went away before it sends the message back to the queue with a countdown.
+AGENTSTATE_OUTAGE_WAIT_SECONDS = env_float("AGENTSTATE_OUTAGE_WAIT_SECONDS", 60.0, minimum=0.0)
 # How long one task keeps stepping a run before yielding to the queue (fairness; also how long
 # the recovery sweep may wait for a worker when all are busy: 5 s made a backlog's recovery
 # p95 8 s). A slice ends sooner while a run taken back from a dead worker waits.

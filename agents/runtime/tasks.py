@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 
 from billiard.exceptions import WorkerLostError
 from celery import shared_task
 from celery.worker.request import Request
+from django.conf import settings
 from django.db import close_old_connections, connections
 
 from agents.runtime import metrics, run_counts, webhooks
-from agents.runtime.engine.runner import drive
+from agents.runtime.engine.runner import DriveResult, drive
 from agents.runtime.errors import INFRASTRUCTURE_ERRORS
 from agents.runtime.sweeps import expire_idempotency, recover, take_back_from
 from core.log_context import bind as log_context
@@ -66,17 +68,7 @@ def run_step(self, *, tenant_id: str, run_id: str) -> dict:
     """Drive the run for one time slice; the engine enqueues the next slice itself."""
     try:
         with log_context(tenant_id=tenant_id, run_id=run_id):
-            result = drive(tenant_id=tenant_id, run_id=run_id, worker=_worker_id())
-    except INFRASTRUCTURE_ERRORS as exc:
-        # The database or Redis went away mid-step (or while claiming or persisting). Drop the
-        # broken connections and come back; our lease lets this process resume where it was
-        # once the service answers again. The step's own retry budget is not touched.
-        logger.warning("run %s: a service is unavailable (%s); retrying", run_id, exc)
-        for conn in connections.all():
-            conn.close_if_unusable_or_obsolete()
-            conn.close()
-        countdown = min(30, 2 ** min(self.request.retries, 5))
-        raise self.retry(countdown=countdown, exc=exc) from exc
+            result = _drive_through_outages(self, tenant_id=tenant_id, run_id=run_id)
     finally:
         close_old_connections()
     return {
@@ -85,6 +77,36 @@ def run_step(self, *, tenant_id: str, run_id: str) -> dict:
         "status": result.status,
         "reason": result.reason,
     }
+
+
+def _drive_through_outages(task, *, tenant_id: str, run_id: str) -> DriveResult:
+    """drive(), waiting here while the database or Redis is away (mid-step, or while claiming
+    or persisting): the broken connections are dropped and the slice tried again every
+    second at most, so the run resumes (our lease lets this process take it again) as soon as
+    the service answers. The step's own retry budget is not touched.
+
+    The message is held meanwhile, not sent back with a countdown: retried that way, every
+    message the workers took during an outage came back as a timed one kept in the worker's
+    memory, hundreds of them in a few seconds, and a run taken back from a dead worker (sent
+    ahead of the queue) ran only after the others' timers, 10 s and more after the database
+    returned. Past AGENTSTATE_OUTAGE_WAIT_SECONDS the task is retried with backoff as before,
+    freeing the slot."""
+    deadline = time.monotonic() + settings.AGENTSTATE_OUTAGE_WAIT_SECONDS
+    pause = 0.1
+    while True:
+        try:
+            return drive(tenant_id=tenant_id, run_id=run_id, worker=_worker_id())
+        except INFRASTRUCTURE_ERRORS as exc:
+            for conn in connections.all():
+                conn.close_if_unusable_or_obsolete()
+                conn.close()
+            if time.monotonic() + pause > deadline:
+                logger.warning("run %s: a service is still unavailable (%s); retrying", run_id, exc)
+                countdown = min(30, 2 ** min(task.request.retries, 5))
+                raise task.retry(countdown=countdown, exc=exc) from exc
+            logger.warning("run %s: a service is unavailable (%s); waiting", run_id, exc)
+            time.sleep(pause)
+            pause = min(1.0, pause * 2)
 
 
 @shared_task(name="agents.recover_runs")

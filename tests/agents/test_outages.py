@@ -206,6 +206,39 @@ def test_postgresql_killed_mid_step_every_run_in_flight_succeeds_with_each_side_
     )
 
 
+def test_a_worker_holding_a_run_through_a_postgresql_restart_resumes_it_on_the_same_message_in_seconds(  # noqa: E501
+    cluster, customer, web
+):
+    """The task waits for the database with its message in hand instead of sending it back
+    with a countdown: a worker with a backlog resends nothing during the outage, and the run
+    it held is stepping again within seconds of the restart."""
+    worker = cluster.worker("pg-hold", LLM_SCRIPTED_DELAY_SECONDS="1.5")
+    cluster.beat()
+    runs = [start_refund(customer) for _ in range(6)]
+    wait_until(lambda: in_model_step(runs, 1), timeout=30, what="an LLM call in flight")
+    held = next(r for r in (load(run) for run in runs) if r.status == "running")
+    with postgres_down(seconds=3):
+        pass
+    back = time.time()
+    wait_until(
+        lambda: load(held).updated_at.timestamp() > back, timeout=30, what="the held run to move"
+    )
+    moved = load(held).updated_at.timestamp() - back
+    for run in runs:
+        wait_for_status(run, FINISHED, timeout=90)
+    for run in runs:
+        assert_exactly_once(run)
+    assert "a service is unavailable" in worker.log(), "the outage hit the step"
+    assert "Retry in" not in worker.log(), "a message was sent back to the queue"
+    assert moved < 4, f"the held run moved {moved:.1f} s after the database was back"
+    key = factories.make_api_key(customer.tenant, ["read"])
+    wait_until(  # as the tests above: the module's web server reconnects before the next test
+        lambda: _call(web + "/api/v1/runs", Authorization=f"Bearer {key.raw}")[0] == 200,
+        timeout=30,
+        what="the API to answer again after the restart",
+    )
+
+
 # --- Redis ----------------------------------------------------------------------------------------
 
 
