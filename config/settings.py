@@ -173,7 +173,7 @@ TEMPLATES = [
                 "approvals.context_processors.approvals_badge",
             ],
             # {{ value|timestamp }} in every template, without a {% load %} (core/timestamps.py).
-            "builtins": ["core.timestamps"],
+            "builtins": ["core.timestamps", "core.fragments"],
         },
     }
 ]

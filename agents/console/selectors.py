@@ -58,6 +58,18 @@ def runs_page(
     for run in page.rows:
         run.stuck_reasons = found[run.pk]  # type: ignore[attr-defined]
     pages.dress_runs(page.rows, now)
+    for run in page.rows:
+        # The row's cells up to its step, kept ({% kept %}, core/fragments.py) under every
+        # value they show: a run changed by any path gets a new key.
+        run.console_row_key = (  # type: ignore[attr-defined]
+            *pages.shown_state(run),
+            run.version,
+            run.event_seq,
+            run.resolved_at,
+            run.what,  # type: ignore[attr-defined]
+            run.outcome,  # type: ignore[attr-defined]
+            tuple((r.label, r.explanation) for r in run.stuck_reasons),  # type: ignore[attr-defined]
+        )
     return RunsPage(page.rows, cursor)
 
 

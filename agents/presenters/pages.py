@@ -362,7 +362,25 @@ def dress_runs(
             "waiting" if run.status in WAITING else "running" if run.started_at else "queued"
         )
         run.retried = run.attempts > 1  # type: ignore[attr-defined]
+        # The row's cells up to its outcome, kept ({% kept %}, core/fragments.py) under
+        # every value they show: a run changed by any path gets a new key.
+        run.row_key = (*shown_state(run), run.what, run.outcome, plain)  # type: ignore[attr-defined]
     return runs
+
+
+def shown_state(run: Run) -> tuple[Any, ...]:
+    """What the runs lists show of a run's state (its status badge and step): with its
+    summary, the key its row's cells are kept under."""
+    return (
+        run.pk,
+        run.agent,
+        run.status,
+        run.lost_at,
+        run.recovered_at,
+        run.attempts,
+        run.current_step,
+        run.step_seq,
+    )
 
 
 # A run's one line, by (run, version): its input and output change only with its version, and

@@ -13,6 +13,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from agents.presenters.pages import SOMETHING_WENT_WRONG
 from agents.runtime.engine.runner import drive
 from agents.runtime.models import AgentSession, Checkpoint, Message, Run
 from agents.runtime.services import run_start
@@ -406,6 +407,24 @@ def test_an_unfinished_row_says_how_long_it_has_been_going_and_a_failed_one_its_
     row = row_of(html, waiting)
     assert 'waiting for</span> <span class="clock" data-since=' in row and "2 min 0" in row
     assert '<td class="outcome">error: no_money</td>' in row_of(html, failed)
+
+
+def test_a_row_kept_from_an_earlier_request_shows_the_run_as_it_is_now_and_to_whom(
+    client_for, start_as, members
+):
+    """Rows are kept between requests (core/fragments.py) under what they show: a change by
+    any path, even one that leaves the run's version alone, and the words for end users
+    against staff, each give the row anew."""
+    run = start_as("member", message="Please refund $40 for order A-1002")
+    staff = client_for("admin")
+    assert "status-queued" in row_of(page_text(staff.get("/runs/")), run)
+    set_fields(run, status="failed", finished_at=timezone.now(), error={"code": "no_money"})
+    row = row_of(page_text(staff.get("/runs/")), run)
+    assert "status-failed" in row and '<td class="outcome">error: no_money</td>' in row
+    row = row_of(page_text(client_for("member").get("/runs/")), run)
+    assert "status-failed" in row and "no_money" not in row
+    assert f'<td class="outcome">{SOMETHING_WENT_WRONG}</td>' in row
+    assert "no_money" in row_of(page_text(staff.get("/runs/")), run)
 
 
 def test_the_runs_status_strip_keeps_its_links_but_quiets_statuses_with_no_runs(
