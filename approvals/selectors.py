@@ -184,18 +184,26 @@ BACKLOG_SECONDS = 5.0
 _backlog: Recent[Any] = Recent(seconds=BACKLOG_SECONDS)
 
 
-def _shared_while_large(principal: Principal, key: tuple, make: Any) -> Any:
+def large_backlog(principal: Principal) -> bool:
+    """Whether the inbox's numbers are shared for this principal (LARGE_BACKLOG): one read of
+    the tenant's run counts, which a page asks once and passes to each number it shows."""
     if principal.sees_only_own:
-        return make()
+        return False
     waiting = run_counts.by_status(principal.tenant.pk).get(RunStatus.WAITING_APPROVAL, 0)
-    if waiting <= LARGE_BACKLOG:
+    return waiting > LARGE_BACKLOG
+
+
+def _shared_while_large(
+    principal: Principal, key: tuple, make: Any, large: bool | None = None
+) -> Any:
+    if not (large_backlog(principal) if large is None else large):
         return make()
     return _backlog.get((principal.tenant.pk, *key), make)
 
 
-def inbox_counts(principal: Principal) -> dict[str, int]:
+def inbox_counts(principal: Principal, *, large: bool | None = None) -> dict[str, int]:
     """Pending requests of the tenant, how many are overdue, how many the principal may decide
-    (see LARGE_BACKLOG for how exact)."""
+    (see LARGE_BACKLOG for how exact; `large`: large_backlog's answer, if the caller has it)."""
 
     def tenant_counts() -> dict[str, int]:
         pending = approval_requests_visible_to(principal).filter(status=ApprovalStatus.PENDING)
@@ -203,11 +211,13 @@ def inbox_counts(principal: Principal) -> dict[str, int]:
             pending=Count("id"), overdue=Count("id", filter=Q(due_at__lte=timezone.now()))
         )
 
-    counts = dict(_shared_while_large(principal, ("counts",), tenant_counts))
+    if large is None:
+        large = large_backlog(principal)
+    counts = dict(_shared_while_large(principal, ("counts",), tenant_counts, large))
     key = principal.api_key
     who = principal.user.pk if principal.user is not None else f"key:{key.pk if key else ''}"
     counts["mine"] = _shared_while_large(
-        principal, ("mine", who), lambda: decidable_count(principal)
+        principal, ("mine", who), lambda: decidable_count(principal), large
     )
     return counts
 
@@ -224,13 +234,17 @@ AGE_BUCKETS: list[tuple[str, str, dt.timedelta, dt.timedelta | None]] = [
 ]
 
 
-def pending_by_age(principal: Principal, *, now: dt.datetime) -> list[tuple[str, str, int, int]]:
+def pending_by_age(
+    principal: Principal, *, now: dt.datetime, large: bool | None = None
+) -> list[tuple[str, str, int, int]]:
     """(key, label, within their deadline, past it) of the pending requests the principal may
     see, by how long they have waited: one statement, which the pending index answers alone
     (it holds requested_at and due_sort) for everyone who sees the whole tenant."""
     if principal.sees_only_own:
         return _pending_by_age(principal, now)
-    return _shared_while_large(principal, ("by_age",), lambda: _tenant_by_age(principal, now))
+    return _shared_while_large(
+        principal, ("by_age",), lambda: _tenant_by_age(principal, now), large
+    )
 
 
 _BY_AGE_SQL = sql.load("approvals", "pending_by_age")

@@ -126,3 +126,17 @@ def test_a_large_backlogs_inbox_numbers_are_read_once_per_interval_and_a_small_o
     assert counted() == (2, 2), "read once per interval, shared meanwhile"
     monkeypatch.setattr(selectors._backlog, "seconds", 0)  # the interval has passed
     assert counted() == (3, 3)
+
+
+def test_the_inbox_page_reads_the_tenants_run_counts_once_for_all_its_numbers(client_for):
+    """Whether the backlog is large (and its numbers shared) is asked once per page, not once
+    per number it shows."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = client_for("manager")
+    client.get("/approvals/")  # warm: sessions, templates
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get("/approvals/").status_code == 200
+    run_counts = [q["sql"] for q in queries.captured_queries if "agents_runcount" in q["sql"]]
+    assert len(run_counts) == 1, run_counts
