@@ -193,10 +193,8 @@ def large_backlog(principal: Principal) -> bool:
     return waiting > LARGE_BACKLOG
 
 
-def _shared_while_large(
-    principal: Principal, key: tuple, make: Any, large: bool | None = None
-) -> Any:
-    if not (large_backlog(principal) if large is None else large):
+def _shared_while_large(principal: Principal, key: tuple, make: Any, large: bool) -> Any:
+    if not large:
         return make()
     return _backlog.get((principal.tenant.pk, *key), make)
 
@@ -242,6 +240,8 @@ def pending_by_age(
     (it holds requested_at and due_sort) for everyone who sees the whole tenant."""
     if principal.sees_only_own:
         return _pending_by_age(principal, now)
+    if large is None:
+        large = large_backlog(principal)
     return _shared_while_large(
         principal, ("by_age",), lambda: _tenant_by_age(principal, now), large
     )

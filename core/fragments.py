@@ -1,12 +1,12 @@
 """`{% kept key %}...{% endkept %}`: a fragment rendered once per key in this process, then
 reused. Registered as a template builtin (config/settings.py).
 
-For a fragment that depends on nothing but what its key names, shown again and again: a
-finished run's row in the runs lists is keyed by (run id, version, words for end users or
-staff), and every list of 50 rows otherwise went through the template engine for each row on
-every request (two thirds of `/runs/`). A false key (None, "") renders afresh and keeps
-nothing: a running run's row shows a live clock. What changes with time (`|ago`) or outside
-the key (a username) stays outside the block.
+For a fragment that depends on nothing but what its key names, shown again and again: the
+runs lists' row cells are kept under a key of every value they show (agents/presenters/
+pages.py `dress_runs`, agents/console/selectors.py), so a run changed by any path gets a new
+key; without it every list of 50 rows went through the template engine for each row on
+every request. What changes with time (`|ago`, a live clock) or outside the key (a username)
+stays outside the block. A false key (None, "") renders afresh and keeps nothing.
 
 Kept per place in the templates and key, at most SIZE fragments a process (past that, all
 are dropped and made again). Nothing is shared between processes: each keeps what it serves.
