@@ -3,6 +3,7 @@ from __future__ import annotations
 import contextlib
 import time
 
+import psycopg
 import pytest
 import redis
 from django.db import connection
@@ -14,7 +15,7 @@ from agents.runtime import selectors as runtime_selectors
 from approvals import selectors as approval_selectors
 from core.redis_client import client as redis_client
 from tenants.models import Role
-from tests import factories, processes
+from tests import factories, flush, processes
 from tests.processes import TEST_RATE_LIMIT
 
 ROLES = [Role.ADMIN, Role.MANAGER, Role.MEMBER, Role.VIEWER]
@@ -97,28 +98,40 @@ def _no_urgent_leftovers():
 
 @pytest.fixture(scope="session", autouse=True)
 def _flush_retries_a_deadlock():
-    """A transactional test's tables are emptied by `flush` (TRUNCATE) when it ends. A server
-    process of the test (a late live update, a poll of a page still open) may take a lock in
-    the meantime, even after `_quiet_database_before_flush` saw none, and PostgreSQL settles
-    the cycle by failing the TRUNCATE: it is tried again, as nothing was emptied."""
+    """A transactional test's tables are emptied when it ends: by deleting their rows on the
+    embedded server (tests/flush.py), else by `flush` (TRUNCATE). A server process of the test
+    (a late live update, a poll of a page still open) may take a lock in the meantime, even
+    after `_quiet_database_before_flush` saw none, and PostgreSQL settles the cycle by failing
+    one side: it is tried again, as nothing was emptied."""
     from django.core.management.base import CommandError
-    from django.core.management.commands import flush
+    from django.core.management.commands import flush as flush_command
 
-    original = flush.Command.handle
+    original = flush_command.Command.handle
 
     def handle(self, **options):
         for attempt in range(5):
             try:
+                if flush.delete_all_rows(options.get("database") or "default"):
+                    return None
                 return original(self, **options)
-            except CommandError as exc:
-                if attempt == 4 or "deadlock detected" not in str(exc.__cause__):
+            except (CommandError, psycopg.errors.DeadlockDetected) as exc:
+                cause = exc if isinstance(exc, psycopg.Error) else exc.__cause__
+                if attempt == 4 or "deadlock detected" not in str(cause):
                     raise
                 time.sleep(0.2 * (attempt + 1))
         return None
 
-    flush.Command.handle = handle
+    flush_command.Command.handle = handle
     yield
-    flush.Command.handle = original
+    flush_command.Command.handle = original
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup):
+    """pytest-django's test database, with the connection that empties it closed before the
+    database is dropped."""
+    yield
+    flush.close()
 
 
 @pytest.fixture(autouse=True)
