@@ -203,7 +203,10 @@ def latency(tenant, user, url: str, steps: int, pace: float) -> dict[str, Any]:
     from agents.runtime.models import RunEventLog
     from bench import _common as common
 
-    chromium = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+    chromium = os.environ.get("CHROMIUM_PATH") or next(
+        (p for p in ("/usr/bin/chromium-headless-shell", "/usr/bin/chromium") if Path(p).exists()),
+        "/usr/bin/chromium-headless-shell",
+    )
     run_id = new_run(tenant, user)
     session = session_for(user)  # before Playwright: its event loop makes this thread async
     worker_env = common.worker_env(

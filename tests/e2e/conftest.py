@@ -13,7 +13,13 @@ import pytest
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 BASE_DIR = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+# Debian's chromium-headless-shell (what .ci/run installs): the same Blink without the
+# desktop browser around it, a third less CPU over the browser tests than `chromium`
+# (145 against 222 s, tests/e2e on three workers). Else Debian's chromium.
+CHROMIUM = os.environ.get("CHROMIUM_PATH") or next(
+    (p for p in ("/usr/bin/chromium-headless-shell", "/usr/bin/chromium") if Path(p).exists()),
+    "/usr/bin/chromium-headless-shell",
+)
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -32,7 +38,7 @@ SCREENSHOTS = BASE_DIR / "var" / "screenshots"
 @pytest.fixture(scope="package")
 def browser():
     if not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}; install Debian's chromium package")
+        pytest.fail(f"Chromium not found at {CHROMIUM}; install Debian's chromium-headless-shell")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
