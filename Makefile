@@ -11,6 +11,7 @@ export HOST WEB_PORT
 .PHONY: run test test-fast install lint fmt bench services-up services-down clean-var
 
 run: $(STAMP)
+	@$(COMPILE) >/dev/null
 	@DEBUG=$${DEBUG:-1} AGENTSTATE_DEMO=$${AGENTSTATE_DEMO:-1} \
 	  $(PY) -m config.embedded exec -- $(PY) -m config.run
 
@@ -24,16 +25,24 @@ TEST_RUN = AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
 	  $(PY) -m config.embedded exec -- $(PY) -m pytest -n $(TEST_WORKERS) --dist load
 TEST_RUN_SOLO = AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
 	  $(PY) -m config.embedded exec -- $(PY) -m pytest -n0
+# The project's own bytecode, written once before the tests (and `make run`): where
+# PYTHONDONTWRITEBYTECODE is set, as on this machine, no process writes it, and each of the
+# ~150 processes the suite starts (workers, beats, servers) compiled what it imported. Only
+# changed files are compiled again; a stale file is ignored by Python, never run.
+COMPILE = $(PY) -m compileall -q -j 0 agents memory approvals tenants core config tests sdk/python
 
-# The browser tests (`e2e`) run in the parallel pass, first, shared out like the rest
-# (tests/parallel.py). The `solo` tests (they time kills of
+# The browser tests (`e2e`) run in the parallel pass, first (tests/parallel.py): xdist's
+# `load` hands a worker a run of consecutive tests, so one worker takes them one after
+# another while the others take the rest. The `solo` tests (they time kills of
 # workers against steps) run after it, one at a time, on a machine no other test loads.
 # pytest's exit 5 (none selected) is fine there.
 test: $(STAMP)
+	@$(COMPILE) >/dev/null
 	$(TEST_RUN) -m "not solo" $(PYTEST_ARGS)
 	$(TEST_RUN_SOLO) -m "solo" $(SOLO_ARGS) || [ $$? -eq 5 ]
 
 test-fast: $(STAMP)
+	@$(COMPILE) >/dev/null
 	$(TEST_RUN) -m "not e2e and not slow and not solo" --reuse-db $(PYTEST_ARGS)
 
 install: $(STAMP)

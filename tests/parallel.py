@@ -58,8 +58,11 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The browser tests (`e2e`) go first: they are the longest, and started last they would
-    leave one worker running them while the others sit idle. Every worker takes its share
-    (each with its own Chromium and console server)."""
+    leave one worker running them while the others sit idle. xdist's `load` hands the first
+    worker a run of consecutive tests, so that worker takes them one after another (one
+    Chromium, one console server) while the others start on the rest; handing them out one
+    at a time instead ran three browsers at once and made the pass no shorter here (the
+    machine's two cores are busy either way)."""
     if not _worker():
         return
     browser = [item for item in items if item.get_closest_marker("e2e")]
