@@ -20,7 +20,7 @@ run: $(STAMP)
 # (`e2e`) and process-starting (`slow`) tests, and keeps each worker's test database for the
 # next run (new migrations are applied; PYTEST_ARGS=--create-db makes it afresh): the loop
 # to run while editing.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 TEST_RUN = AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
 	  $(PY) -m config.embedded exec -- $(PY) -m pytest -n $(TEST_WORKERS) --dist load
 TEST_RUN_SOLO = AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
