@@ -46,6 +46,8 @@ def delete_all_rows(alias: str) -> bool:
     ]
     try:
         _empty(_connect(url), tables)
+    except psycopg.errors.TransactionRollback:
+        raise  # a deadlock: the caller tries again on this connection
     except psycopg.OperationalError:  # the server was restarted by the test: once more
         _superuser.pop(url, None)
         _empty(_connect(url), tables)
