@@ -210,6 +210,8 @@ WHITENOISE_USE_FINDERS = True
 SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
 SESSION_COOKIE_HTTPONLY = True
+# Django's database sessions, read in one statement written once (tenants/auth/sessions.py).
+SESSION_ENGINE = "tenants.auth.sessions"
 SECURE_HSTS_SECONDS = 0 if DEBUG else env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)

@@ -251,14 +251,20 @@ def fact_for(principal: Principal, fact_id: Any, *, subject: Any = None) -> Memo
 
 
 def group_by_category(
-    *, tenant_id: Any, subject_id: Any, facts: list[MemoryFact]
+    *,
+    tenant_id: Any,
+    subject_id: Any,
+    facts: list[MemoryFact],
+    known: dict[str, category_rules.Rules] | None = None,
 ) -> list[dict[str, Any]]:
     """The privacy page: `facts` with their history, in groups per category (the tenant's
-    order), each group keeping the order the facts came in."""
+    order), each group keeping the order the facts came in. `known`: the tenant's categories,
+    when the caller has read them already."""
     history = history_of(
         tenant_id=tenant_id, subject_id=subject_id, lineages=[f.lineage for f in facts]
     )
-    known = category_rules.categories(tenant_id)
+    if known is None:
+        known = category_rules.categories(tenant_id)
     groups: dict[str, dict[str, Any]] = {}
     order = list(known)
     for fact in facts:

@@ -30,16 +30,32 @@ def activate(
 ) -> None:
     """Set the row-level-security settings for the rest of the current transaction (of the
     database `using`: the primary, or a replica for reads that may lag)."""
-    connection = connections[using]
-    if not connection.in_atomic_block:
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            *activation(tenant_id=tenant_id, user_id=user_id, system=system, using=using)
+        )
+
+
+ACTIVATE_SQL = (
+    "SELECT set_config('app.tenant_id', %s, true), set_config('app.user_id', %s, true),"
+    " set_config('app.system_context', %s, true)"
+)
+
+
+def activation(
+    *,
+    tenant_id: uuid.UUID | str | None,
+    user_id: int | str | None = None,
+    system: str = "",
+    using: str = DEFAULT_DB_ALIAS,
+) -> tuple[str, list[str]]:
+    """The statement `activate` sends and its parameters, for a caller that sends it together
+    with the statement it protects (one round trip: `ACTIVATE_SQL + "; " + sql`, then
+    `cursor.nextset()`)."""
+    if not connections[using].in_atomic_block:
         # Outside a transaction SET LOCAL would last one statement and protect nothing.
         raise RuntimeError("tenant context must be activated inside transaction.atomic()")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT set_config('app.tenant_id', %s, true), set_config('app.user_id', %s, true),"
-            " set_config('app.system_context', %s, true)",
-            [str(tenant_id or ""), str(user_id or ""), system],
-        )
+    return ACTIVATE_SQL, [str(tenant_id or ""), str(user_id or ""), system]
 
 
 def current_settings(using: str = DEFAULT_DB_ALIAS) -> tuple[str, str, str]:

@@ -15,16 +15,22 @@ from tenants import scope
 from tenants.models import ApiKey, AuditEvent, Invitation, Membership, Tenant
 
 
-def memberships_for_user(user) -> list[Membership]:
+def memberships_for_user(user, *, first: tuple[str, list[str]] | None = None) -> list[Membership]:
     """The user's memberships with their tenants, by tenant name: read on every request.
 
     The same rows as `Membership.objects.filter(user=user).select_related("tenant")
     .order_by("tenant__name")`, in one statement written once: building that queryset cost
-    about 0.6 ms of Python per request, more than the database spent answering it.
+    about 0.6 ms of Python per request, more than the database spent answering it. `first`:
+    a statement (and its parameters) sent first in the same round trip (the row-level
+    security settings the read needs).
     """
     sql, membership_fields, tenant_fields = _memberships_sql()
     with connection.cursor() as cursor:
-        cursor.execute(sql, [user.pk])
+        if first is None:
+            cursor.execute(sql, [user.pk])
+        else:
+            cursor.execute(f"{first[0]}; {sql}", [*first[1], user.pk])
+            cursor.nextset()
         rows = cursor.fetchall()
     width = len(membership_fields)
     found = []
@@ -38,8 +44,8 @@ def memberships_for_user(user) -> list[Membership]:
 def own_memberships(user) -> list[Membership]:
     """The user's memberships, read as that user before any tenant is chosen: the current
     transaction's row-level security is set to the user alone, who may read their own."""
-    scope.activate(tenant_id=None, user_id=user.pk)
-    return memberships_for_user(user)
+    activate, params = scope.activation(tenant_id=None, user_id=user.pk)
+    return memberships_for_user(user, first=(activate, params))
 
 
 @functools.cache

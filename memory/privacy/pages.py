@@ -54,13 +54,16 @@ def privacy_context(
         by_id = {f.pk: f for f in facts}
         matched = [by_id[pk] for pk in ranked if pk in by_id]
     shown = [f for f in matched if not filters.category or f.category == filters.category]
-    groups = selectors.group_by_category(tenant_id=tenant_id, subject_id=subject.pk, facts=shown)
+    known = category_rules.categories(tenant_id)  # read once for the groups and the overview
+    groups = selectors.group_by_category(
+        tenant_id=tenant_id, subject_id=subject.pk, facts=shown, known=known
+    )
     if links:
         add_source_links(principal, shown)
     if own:
         with_triggers(shown, filters)
     page_subject = None if own else subject.pk
-    by_category = overview(tenant_id, facts, matched, filters, page_subject)
+    by_category = overview(known, facts, matched, filters, page_subject)
     return {
         "subject": subject,
         "own": own,
@@ -81,15 +84,15 @@ def privacy_context(
 
 
 def overview(
-    tenant_id: Any,
+    known: dict[str, category_rules.Rules],
     facts: list[MemoryFact],
     matched: list[MemoryFact],
     filters: Filters,
     subject_id: Any = None,
 ) -> list[dict[str, Any]]:
     """One entry per category that holds facts (the tenant's order): how many, how many the
-    search matches, the page showing only it, and whether the list shows only it now."""
-    known = category_rules.categories(tenant_id)
+    search matches, the page showing only it, and whether the list shows only it now.
+    `known`: the tenant's categories (category_rules.categories)."""
     order = list(known)
     totals: dict[str, int] = {}
     for fact in facts:

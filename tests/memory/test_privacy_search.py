@@ -357,3 +357,14 @@ def test_only_the_subject_is_asked_about_deleting_a_fact(client_for, members, ad
         client_for(who).get(f"/memory/facts/{fact.pk}/delete/", **HX).status_code
         == (ASK_DELETE[who])
     )
+
+
+def test_the_page_reads_the_tenants_category_rules_once(client_for, ada):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = client_for("member")
+    with CaptureQueriesContext(connection) as statements:
+        assert client.get("/memory/").status_code == 200
+    rule_reads = [q for q in statements.captured_queries if "memory_memorypolicy" in q["sql"]]
+    assert len(rule_reads) == 1

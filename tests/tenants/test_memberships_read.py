@@ -33,3 +33,31 @@ def test_memberships_for_user_match_the_orm_query_field_for_field(db):
         assert got.tenant.created_at == want.tenant.created_at
     assert fast[0].tenant.api_rate_limits == {"write": "5/min"}
     assert not fast[0]._state.adding and fast[0]._state.db == "default"
+
+
+def test_own_memberships_sets_the_user_alone_and_reads_in_one_round_trip(db):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tenants.selectors import own_memberships
+
+    user = factories.make_user()
+    mine = factories.make_tenant("mine-co")
+    factories.make_member(mine, Role.MEMBER, user=user)
+    factories.make_member(factories.make_tenant("theirs-co"), Role.ADMIN)
+    with scope.transaction_scope():
+        scope.activate(tenant_id=mine.pk, user_id=999, system="left-over")
+        with CaptureQueriesContext(connection) as statements:
+            found = own_memberships(user)
+        assert scope.current_settings() == ("", str(user.pk), "")
+    assert [m.tenant.slug for m in found] == ["mine-co"]
+    assert len(statements.captured_queries) == 1
+
+
+def test_own_memberships_outside_a_transaction_is_refused(transactional_db):
+    import pytest
+
+    from tenants.selectors import own_memberships
+
+    with pytest.raises(RuntimeError, match="inside transaction.atomic"):
+        own_memberships(factories.make_user())
