@@ -93,7 +93,7 @@ def session_for(user) -> str:
 
     session = SessionStore()
     session[SESSION_KEY] = str(user.pk)
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[BACKEND_SESSION_KEY] = "tenants.auth.backends.UserBackend"
     session[HASH_SESSION_KEY] = user.get_session_auth_hash()
     session.create()
     return session.session_key or ""

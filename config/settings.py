@@ -190,7 +190,8 @@ LOGOUT_REDIRECT_URL = "tenants:login"
 # django-axes checks for a lockout before any password is compared (console and Django admin).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, its per-request user read written once (tenants/auth/backends.py).
+    "tenants.auth.backends.UserBackend",
 ]
 
 LANGUAGE_CODE = "en-us"

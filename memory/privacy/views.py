@@ -38,6 +38,7 @@ from memory.models import MemoryPolicy
 from memory.privacy import assistant, links, pages
 from memory.search import embeddings
 from tenants.audit import audit_record
+from tenants.auth import backends
 from tenants.middleware import SESSION_PRIVACY_ONLY_KEY, SESSION_TENANT_KEY
 from tenants.models import Scope
 from tenants.permissions import require_scope
@@ -282,7 +283,7 @@ def privacy_link(request: HttpRequest, token: str) -> HttpResponse:
         return _private(render(request, LINK_INVALID, context, status=exc.status))
     if request.method == "GET":
         return _private(render(request, LINK_CONFIRM, {"holder": holder}))
-    login(request, holder.user, backend="django.contrib.auth.backends.ModelBackend")
+    login(request, holder.user, backend=backends.PATH)
     request.session[SESSION_TENANT_KEY] = str(holder.tenant.pk)
     # Set after login(), which clears it: a link's session reaches only this privacy page.
     request.session[SESSION_PRIVACY_ONLY_KEY] = str(holder.tenant.pk)

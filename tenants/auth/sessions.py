@@ -8,12 +8,29 @@ expiry, key rotation, `clearsessions`) is Django's own: `SESSION_ENGINE = "tenan
 
 from __future__ import annotations
 
+from django.contrib.auth import BACKEND_SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore as DatabaseSessionStore
 from django.db import connections, router
 from django.utils import timezone
 
+from tenants.auth import backends
+
+
+def _current(data: dict) -> dict:
+    """A session signed in through Django's ModelBackend, before ours replaced it, reads as
+    signed in through ours (tenants/auth/backends.py): nobody is signed out by the change."""
+    if data.get(BACKEND_SESSION_KEY) == backends.LEGACY_PATH:
+        data[BACKEND_SESSION_KEY] = backends.PATH
+    return data
+
 
 class SessionStore(DatabaseSessionStore):
+    def load(self):
+        return _current(super().load())
+
+    async def aload(self):
+        return _current(await super().aload())
+
     def _get_session_from_db(self):
         """The unexpired session of this key, as Django's store reads it; None (and no key)
         when there is none."""

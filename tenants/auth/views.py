@@ -14,7 +14,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
 from core.errors import AppError
-from tenants.auth import invitations
+from tenants.auth import backends, invitations
 from tenants.auth.passwords import reset_wait_seconds
 from tenants.client_ip import client_ip
 from tenants.errors import UsernameTaken
@@ -87,7 +87,7 @@ def _new_account(request: HttpRequest, token: str, invitation: Invitation) -> Ht
             login(
                 request,
                 accepted.membership.user,
-                backend="django.contrib.auth.backends.ModelBackend",
+                backend=backends.PATH,
             )
             return _enter(request, accepted.invitation, joined=True)
     status = 400 if request.method == "POST" else 200
