@@ -13,6 +13,7 @@ import functools
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
+from django.core.exceptions import ValidationError
 from django.db import connections, router
 
 PATH = "tenants.auth.backends.UserBackend"
@@ -36,7 +37,7 @@ class UserBackend(ModelBackend):
         model = get_user_model()
         try:
             user_id = model._meta.pk.to_python(user_id)
-        except Exception:  # noqa: BLE001 - ModelBackend: a bad id is no user
+        except (ValidationError, TypeError, ValueError):  # a bad id is no user
             return None
         alias = router.db_for_read(model)
         sql, attnames = _user_sql()
