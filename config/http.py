@@ -18,6 +18,7 @@ import io
 from typing import Any
 
 from a2wsgi import WSGIMiddleware
+from a2wsgi.wsgi import WSGIResponder
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 
@@ -39,6 +40,74 @@ class _WholeBody:
         return self.app(environ, start_response)
 
 
+class _WholeResponder(WSGIResponder):
+    """a2wsgi's responder, but a response that is not streamed (a page, an API answer: Django
+    says so with `response.streaming`) is handed back to the event loop whole, once, when the
+    view is done. a2wsgi's thread waits on the event loop for the start, every part of the body
+    and the end in turn (three hand-offs and their wake-ups a request); a streamed response
+    (an export, a file) still goes out part by part that way."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.whole: tuple[int, list[tuple[bytes, bytes]], bytes] | None = None
+        self._started: tuple[str, list[tuple[str, str]]] | None = None
+
+    async def sender(self, send: Any) -> None:
+        await super().sender(send)
+        if self.whole is not None and self.exc_info is None:
+            status, headers, body = self.whole
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+    def wsgi(self, environ: dict[str, Any], start_response: Any) -> None:
+        iterable = self.app(environ, self._hold_start)
+        if getattr(iterable, "streaming", True) or self._started is None:
+            self._release_start()
+            try:
+                for chunk in iterable:
+                    self.send({"type": "http.response.body", "body": chunk, "more_body": True})
+                self.send({"type": "http.response.body", "body": b""})
+            finally:
+                getattr(iterable, "close", lambda: None)()
+            return
+        try:
+            body = b"".join(iterable)
+        finally:
+            iterable.close()
+        status, headers = self._started
+        self.whole = (int(status.split(" ", 1)[0]), _encoded(headers), body)
+
+    def _hold_start(self, status: str, headers: list[tuple[str, str]], exc_info: Any = None):
+        """start_response, kept until the response is known to be whole or streamed."""
+        self.exc_info = exc_info
+        self._started = (status, headers)
+        return self._write
+
+    def _write(self, chunk: bytes) -> None:  # WSGI's legacy write(): stream from here on
+        self._release_start()
+        self.send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    def _release_start(self) -> None:
+        if self._started is not None and not self.response_started:
+            status, headers = self._started
+            self.start_response(status, headers, self.exc_info)
+
+
+def _encoded(headers: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    return [
+        (name.strip().encode("latin1").lower(), value.strip().encode("latin1"))
+        for name, value in headers
+    ]
+
+
+class _WholeResponses(WSGIMiddleware):
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            responder = _WholeResponder(self.app, self.executor, self.send_queue_size)
+            return await responder(scope, receive, send)
+        return await super().__call__(scope, receive, send)
+
+
 def application(threads: int) -> Any:
     """The ASGI app serving Django's HTTP on `threads` threads."""
-    return WSGIMiddleware(_WholeBody(WSGIHandler()), workers=threads)
+    return _WholeResponses(_WholeBody(WSGIHandler()), workers=threads)

@@ -128,3 +128,75 @@ def test_a_body_past_the_limit_is_refused_with_the_standard_error_whether_sized_
     )
     assert 400 <= status < 500, answer
     assert "code" in json.loads(answer)
+
+
+def test_a_whole_response_crosses_from_the_thread_to_the_event_loop_once(
+    app, tenant_a, monkeypatch
+):
+    """A page or an API answer (not streamed) is handed back whole when the view is done: the
+    thread does not wait on the event loop for the start, the body and the end in turn."""
+    from a2wsgi.wsgi import WSGIResponder
+    from asgiref.sync import async_to_sync
+
+    crossings: list[dict] = []
+    real = WSGIResponder.send
+
+    def counted(self, message):
+        crossings.append(message)
+        return real(self, message)
+
+    monkeypatch.setattr(WSGIResponder, "send", counted)
+    key = factories.make_api_key(tenant_a, scopes=["read"])
+    status, headers, body = async_to_sync(call)(
+        app,
+        method="GET",
+        path="/api/v1/runs",
+        headers=[(b"authorization", f"Bearer {key.raw}".encode())],
+        chunks=[b""],
+    )
+    assert status == 200 and json.loads(body)["results"] == []
+    assert headers[b"content-type"] == b"application/json"
+    assert int(headers[b"content-length"]) == len(body)
+    assert crossings == []
+
+
+def test_a_streamed_response_is_still_sent_part_by_part(app, tenant_a, monkeypatch):
+    from asgiref.sync import async_to_sync
+    from django.http import StreamingHttpResponse
+    from django.urls import path
+
+    from config import urls
+
+    sent: list[bytes] = []
+
+    def parts(request):
+        def chunks():
+            for word in (b"one ", b"two ", b"three"):
+                sent.append(word)
+                yield word
+
+        return StreamingHttpResponse(chunks(), content_type="text/plain")
+
+    monkeypatch.setattr(urls, "urlpatterns", [path("streamed/", parts), *urls.urlpatterns])
+    from django.urls import clear_url_caches
+
+    clear_url_caches()
+    try:
+        status, headers, body = async_to_sync(call)(
+            app, method="GET", path="/streamed/", headers=[], chunks=[b""]
+        )
+    finally:
+        clear_url_caches()
+    assert status == 200 and body == b"one two three"
+    assert sent == [b"one ", b"two ", b"three"]
+    assert b"content-length" not in headers
+
+
+def test_an_error_answer_is_whole_too(app, tenant_a):
+    from asgiref.sync import async_to_sync
+
+    status, headers, body = async_to_sync(call)(
+        app, method="GET", path="/api/v1/runs", headers=[], chunks=[b""]
+    )
+    assert status in (401, 403)
+    assert json.loads(body)["code"]
