@@ -35,8 +35,8 @@ def memberships_for_user(user, *, first: tuple[str, list[str]] | None = None) ->
     width = len(membership_fields)
     found = []
     for row in rows:
-        membership = _from_row(Membership, membership_fields, row[:width])
-        membership.tenant = _from_row(Tenant, tenant_fields, row[width:])
+        membership = model_from_row(Membership, membership_fields, row[:width])
+        membership.tenant = model_from_row(Tenant, tenant_fields, row[width:])
         found.append(membership)
     return found
 
@@ -62,7 +62,9 @@ def _memberships_sql() -> tuple[str, list[Field], list[Field]]:
     return sql, membership_fields, tenant_fields
 
 
-def _from_row(model, fields: list[Field], values) -> Any:
+def model_from_row(model, fields: list[Field], values) -> Any:
+    """An instance of `model` from a row of `fields`' columns read by a statement written once,
+    as the ORM would have made it (each field's from_db_value applied)."""
     converted = [
         f.from_db_value(v, None, connection) if hasattr(f, "from_db_value") else v
         for f, v in zip(fields, values, strict=True)

@@ -15,6 +15,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.core.exceptions import ValidationError
 from django.db import connections, router
+from django.db.models import Field
+
+from tenants.selectors import model_from_row
 
 PATH = "tenants.auth.backends.UserBackend"
 # What sessions made before this backend name (tenants/auth/sessions.py reads them as PATH).
@@ -22,13 +25,12 @@ LEGACY_PATH = "django.contrib.auth.backends.ModelBackend"
 
 
 @functools.cache
-def _user_sql() -> tuple[str, list[str]]:
+def _user_sql() -> tuple[str, list[Field]]:
     model = get_user_model()
     fields = list(model._meta.concrete_fields)
     columns = ", ".join(f"u.{f.column}" for f in fields)
     table = model._meta.db_table
-    sql = f"SELECT {columns} FROM {table} u WHERE u.{model._meta.pk.column} = %s"
-    return sql, [f.attname for f in fields]
+    return f"SELECT {columns} FROM {table} u WHERE u.{model._meta.pk.column} = %s", fields
 
 
 class UserBackend(ModelBackend):
@@ -39,12 +41,11 @@ class UserBackend(ModelBackend):
             user_id = model._meta.pk.to_python(user_id)
         except (ValidationError, TypeError, ValueError):  # a bad id is no user
             return None
-        alias = router.db_for_read(model)
-        sql, attnames = _user_sql()
-        with connections[alias].cursor() as cursor:
+        sql, fields = _user_sql()
+        with connections[router.db_for_read(model)].cursor() as cursor:
             cursor.execute(sql, [user_id])
             row = cursor.fetchone()
         if row is None:
             return None
-        user = model.from_db(alias, attnames, row)
+        user = model_from_row(model, fields, row)
         return user if self.user_can_authenticate(user) else None
