@@ -310,7 +310,8 @@ def runs_table(principal: Principal, filters: RunFilterForm) -> tuple[dict[str, 
     data = filters.applied()
     runs = selectors.runs_for(principal, status=data["status"] or None, agent=data["agent"] or None)
     page = paginate(
-        runs.select_related("created_by"),
+        # the rows show who started a run, never its conversation: no join to the session
+        runs.select_related(None).select_related("created_by"),
         order=NEWEST_FIRST,
         after=data["before"] or None,
         limit=PAGE_SIZE,

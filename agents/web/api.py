@@ -214,9 +214,14 @@ class RunListView(ApiView):
         """Runs, newest first, filtered by status and agent, keyset-paginated."""
         query = validated(s.RunListQuerySerializer, request.query_params)
         with replica_reads(request):  # may lag a few seconds, never after the caller's write
-            runs = selectors.runs_for(
-                request.principal, status=query.get("status"), agent=query.get("agent")
-            ).select_related("created_by")
+            # a run names its session by id: no join to it, only to the user who started it
+            runs = (
+                selectors.runs_for(
+                    request.principal, status=query.get("status"), agent=query.get("agent")
+                )
+                .select_related(None)
+                .select_related("created_by")
+            )
             return Response(s.RunPageSerializer(_page(runs, query)).data)
 
     @extend_schema(

@@ -706,3 +706,42 @@ def test_every_form_field_has_a_label(client_for, pending):
         assert len(ids) == len(fields)
         for field_id in ids:
             assert f'<label for="{field_id}"' in html, field_id
+
+
+def _statements(client: Client, url: str) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(url).status_code == 200
+    return len(queries)
+
+
+@pytest.mark.parametrize("who", ["admin", "member"])
+def test_the_runs_list_costs_the_same_statements_for_two_runs_as_for_six(
+    client_for, enqueued, tenant_a, who
+):
+    """Each row shows who started it and its summary from the one read of the page: no row
+    reads anything alone (runs in conversations, as the page starts them), for staff and for
+    members."""
+    client = client_for(who)
+    for _ in range(2):
+        assert client.post("/runs/start/", start_form()).status_code == 302
+    two = _statements(client, "/runs/")
+    for _ in range(4):
+        assert client.post("/runs/start/", start_form()).status_code == 302
+    assert _statements(client, "/runs/") == two
+
+
+def test_the_api_run_list_costs_the_same_statements_for_two_runs_as_for_six(
+    client_for, enqueued, tenant_a
+):
+    browser = client_for("admin")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {factories.make_api_key(tenant_a, ['read']).raw}")
+    for _ in range(2):
+        assert browser.post("/runs/start/", start_form()).status_code == 302
+    two = _statements(client, "/api/v1/runs?limit=20")
+    for _ in range(4):
+        assert browser.post("/runs/start/", start_form()).status_code == 302
+    assert _statements(client, "/api/v1/runs?limit=20") == two
+    assert len(client.get("/api/v1/runs?limit=20").json()["results"]) == 6
