@@ -717,6 +717,17 @@ def _statements(client: Client, url: str) -> int:
     return len(queries)
 
 
+def _statements_for_two_and_six(starter: Client, reader: Client, url: str) -> tuple[int, int]:
+    """The statements `reader` spends on `url` with two runs started by `starter`, then six
+    (started from the runs page, so each is in a conversation)."""
+    counts = []
+    for more in (2, 4):
+        for _ in range(more):
+            assert starter.post("/runs/start/", start_form()).status_code == 302
+        counts.append(_statements(reader, url))
+    return counts[0], counts[1]
+
+
 @pytest.mark.parametrize("who", ["admin", "member"])
 def test_the_runs_list_costs_the_same_statements_for_two_runs_as_for_six(
     client_for, enqueued, tenant_a, who
@@ -725,23 +736,14 @@ def test_the_runs_list_costs_the_same_statements_for_two_runs_as_for_six(
     reads anything alone (runs in conversations, as the page starts them), for staff and for
     members."""
     client = client_for(who)
-    for _ in range(2):
-        assert client.post("/runs/start/", start_form()).status_code == 302
-    two = _statements(client, "/runs/")
-    for _ in range(4):
-        assert client.post("/runs/start/", start_form()).status_code == 302
-    assert _statements(client, "/runs/") == two
+    two, six = _statements_for_two_and_six(client, client, "/runs/")
+    assert six == two
 
 
 def test_the_api_run_list_costs_the_same_statements_for_two_runs_as_for_six(
     client_for, enqueued, tenant_a
 ):
-    browser = client_for("admin")
     client = Client(HTTP_AUTHORIZATION=f"Bearer {factories.make_api_key(tenant_a, ['read']).raw}")
-    for _ in range(2):
-        assert browser.post("/runs/start/", start_form()).status_code == 302
-    two = _statements(client, "/api/v1/runs?limit=20")
-    for _ in range(4):
-        assert browser.post("/runs/start/", start_form()).status_code == 302
-    assert _statements(client, "/api/v1/runs?limit=20") == two
+    two, six = _statements_for_two_and_six(client_for("admin"), client, "/api/v1/runs?limit=20")
+    assert six == two
     assert len(client.get("/api/v1/runs?limit=20").json()["results"]) == 6
