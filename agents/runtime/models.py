@@ -9,6 +9,7 @@ from django.db import models
 from django.utils import timezone
 
 from core import ids
+from core.fields import CountField, counts_not_negative
 from tenants.models import Tenant, TenantOwned, TenantQuerySet
 
 
@@ -153,14 +154,14 @@ class Run(TenantOwned):
         db_constraint=False,  # with the tenant: tenants/distribution.py
     )
     agent = models.CharField(max_length=100)
-    agent_version = models.PositiveIntegerField()
+    agent_version = CountField()
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
     current_step = models.CharField(max_length=100)
-    step_seq = models.PositiveIntegerField(default=0)  # seq of the latest checkpoint
+    step_seq = CountField(default=0)  # seq of the latest checkpoint
     input = models.JSONField(default=dict, blank=True)
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)  # of the current step
+    attempts = CountField(default=0)  # of the current step
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # When the recovery sweep took the run back from a worker that died holding it; cleared
@@ -168,8 +169,8 @@ class Run(TenantOwned):
     lost_at = models.DateTimeField(null=True, blank=True)
     # When a worker claimed it again after its worker was lost (the latest such claim).
     recovered_at = models.DateTimeField(null=True, blank=True)
-    version = models.PositiveIntegerField(default=1)
-    state_schema_version = models.PositiveIntegerField(default=1)
+    version = CountField(default=1)
+    state_schema_version = CountField(default=1)
     not_before = models.DateTimeField(null=True, blank=True)  # retry backoff or timer
     # When the run last entered the queue (started, a step yielded, a retry, a resume, a
     # requeue): set by the database itself (engine/sql/queued_at_v1.sql) on every write that
@@ -179,7 +180,7 @@ class Run(TenantOwned):
     wake_payload = models.JSONField(null=True, blank=True)  # event or decision for next step
     cancel_requested = models.BooleanField(default=False)
     # Number of the run's latest RunEvent: bumped in the transaction that writes the event.
-    event_seq = models.PositiveIntegerField(default=0, db_default=0)
+    event_seq = CountField(default=0, db_default=0)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -234,6 +235,17 @@ class Run(TenantOwned):
                 name="run_recovering",
                 condition=models.Q(lost_at__isnull=False),
             ),
+        ]
+        constraints = [
+            counts_not_negative(
+                "run_counts_not_negative",
+                "agent_version",
+                "step_seq",
+                "attempts",
+                "version",
+                "state_schema_version",
+                "event_seq",
+            )
         ]
 
     def __str__(self) -> str:
@@ -300,22 +312,22 @@ class Checkpoint(TenantOwned):
         db_index=False,
         db_constraint=False,
     )
-    seq = models.PositiveIntegerField()
+    seq = CountField()
     step = models.CharField(max_length=100)  # the step that produced this state
     next_step = models.CharField(max_length=100, blank=True)
     state = models.JSONField(default=dict)
-    schema_version = models.PositiveIntegerField()
-    messages_upto = models.PositiveIntegerField(default=0)  # transcript read up to this seq
+    schema_version = CountField()
+    messages_upto = CountField(default=0)  # transcript read up to this seq
     created_at = models.DateTimeField(auto_now_add=True)
     # A checkpoint the engine wrote is also the record of the attempt that produced it and
     # of that step's step.finished event (StepAttempt rows are kept for attempts that wrote
     # no checkpoint: retried, failed, lost). Checkpoints written by an admin's repair
     # (replay, state edit) leave these empty.
-    attempt = models.PositiveIntegerField(null=True, blank=True)
+    attempt = CountField(null=True, blank=True)
     worker = models.CharField(max_length=200, blank=True, default="", db_default="")
     started_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.FloatField(null=True, blank=True)
-    event_seq = models.PositiveIntegerField(null=True, blank=True)  # its step.finished event
+    event_seq = CountField(null=True, blank=True)  # its step.finished event
     status = models.CharField(max_length=20, blank=True, default="", db_default="")  # run's, after
     # What the step appended to the run's logs ({key: [items]}, `ctx.append`): a log is
     # stored once, piece by piece, rather than copied into every checkpoint's state.
@@ -323,7 +335,15 @@ class Checkpoint(TenantOwned):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["run", "seq", "tenant"], name="checkpoint_unique_seq")
+            models.UniqueConstraint(fields=["run", "seq", "tenant"], name="checkpoint_unique_seq"),
+            counts_not_negative(
+                "checkpoint_counts_not_negative",
+                "seq",
+                "schema_version",
+                "messages_upto",
+                "attempt",
+                "event_seq",
+            ),
         ]
         ordering = ["run", "seq"]
 
