@@ -17,15 +17,23 @@ class PerProcess(Generic[T]):
         self._lock = threading.Lock()
         self._pid = 0
         self._object: T | None = None
+        os.register_at_fork(after_in_child=self._forget)
 
     def get(self) -> T:
+        # Called on every step (the live sender, the lease keeper): a fork clears the object
+        # through the hook __init__ registers, so no getpid() is asked here each time.
         found = self._object
-        if found is None or self._pid != os.getpid():
+        if found is None:
             with self._lock:
-                if self._object is None or self._pid != os.getpid():
+                if self._object is None:
                     self._object, self._pid = self._make(), os.getpid()
                 found = self._object
         return found
+
+    def _forget(self) -> None:
+        """In a forked child: the parent's object (and its threads) are not ours."""
+        self._lock = threading.Lock()
+        self._object, self._pid = None, 0
 
     def made(self) -> T | None:
         """This process's object if it was made, without making it."""

@@ -70,11 +70,18 @@ def publish(
         seq = _record(tenant_id=tenant_id, run_id=run_id, kind=kind, data=data)
     event = {"tenant_id": str(tenant_id), "run_id": str(run_id or ""), "kind": kind, **data}
     event["seq"] = seq
-    if committed and seq is not None:
+    send_stored(event, committed=committed and seq is not None)
+    return seq
+
+
+def send_stored(event: dict[str, Any], *, committed: bool) -> None:
+    """Send an event as `publish` builds it, already stored (its "seq" set) or live-only: now
+    if its write has committed, else once it does. The engine sends its step events so, with
+    the event built in one go, on every step."""
+    if committed:
         _send(event)
     else:
         transaction.on_commit(partial(_send, event))
-    return seq
 
 
 def publish_live(*, tenant_id: Any, run_id: Any, kind: str, after: int, **data: Any) -> None:

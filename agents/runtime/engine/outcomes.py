@@ -40,11 +40,6 @@ def publish_stored(
 ) -> None:
     """Send an event the engine's SQL already stored as number `seq` (after commit;
     `committed`: the write was its own transaction and has committed already)."""
-    progress.publish(
-        tenant_id=claim.tenant_id,
-        run_id=claim.run_key,
-        kind=kind,
-        seq=seq,
-        committed=committed,
-        **data,
-    )
+    event = {"tenant_id": claim.tenant_id, "run_id": claim.run_key, "kind": kind, **data}
+    event["seq"] = seq  # as progress.publish builds it, without its second copy of `data`
+    progress.send_stored(event, committed=committed)

@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.utils import timezone
 
 from agents.runtime import progress
@@ -114,6 +114,9 @@ class _Driver:
         self.event_seq = claim.event_seq  # the run's latest stored event (live events follow it)
         self.steps = 0
         self.lease_held: Lease | None = None  # renewed by the process's lease keeper
+        # This thread's connection, looked up once: through Django's proxy it costs every
+        # step a context-local lookup (asgiref), and a drive never changes threads.
+        self.db = connections[DEFAULT_DB_ALIAS]
         # The run's logs (ctx.log) up to its latest checkpoint: read when a step first asks,
         # then kept up to date as this drive persists steps.
         self._logs: dict[str, list[Any]] | None = None
@@ -164,7 +167,7 @@ class _Driver:
                     StepError(f"retry budget of {policy.max_attempts} attempts exhausted"),
                     code="retries_exhausted",
                 )
-            started_at, t0 = timezone.now(), time.perf_counter()
+            started_at, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
             ctx = StepContext(
                 self.claim,
                 step=self.step,
@@ -283,13 +286,13 @@ class _Driver:
             "appended": appended_json,
         }
         if not ctx._outbox and not ctx._writes and approval_id is None:
-            row = store.persist(params)  # one round trip, one commit
+            row = store.persist(params, self.db)  # one round trip, one commit
             if row is None:
                 raise _Fenced
             self._finished(row, t, params, committed=True)
         else:
             with transaction.atomic(), progress.tracking() as recorded:
-                row = store.persist(params)
+                row = store.persist(params, self.db)
                 if row is None:
                     raise _Fenced
                 self._finished(row, t, params)  # sent on commit, before the extras' events

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from agents.runtime.models import RunStatus
 from core import sql
@@ -125,23 +126,25 @@ class Written(NamedTuple):
     event_seq: int  # the number of the event this write recorded (agents_runevent)
 
 
-def persist(params: dict) -> Written | None:
-    """Persist a step (agents_persist_step); None means another worker superseded us."""
-    row = _fetch_one(PERSIST_SQL, params)
+def persist(params: dict, db: BaseDatabaseWrapper | None = None) -> Written | None:
+    """Persist a step (agents_persist_step); None means another worker superseded us. `db`:
+    the connection the caller looked up once (a drive, for all its steps)."""
+    row = _fetch_one(PERSIST_SQL, params, db)
     return Written(row[0], row[1], row[2]) if row else None
 
 
-def _fetch_one(sql: str, params: dict) -> Any:
+def _fetch_one(sql: str, params: dict, db: BaseDatabaseWrapper | None = None) -> Any:
     """Run one of the statements every step sends. With AGENTSTATE_PREPARED_STATEMENTS it
     goes through a psycopg cursor with server-side binding and `prepare=True`: parsed and
     planned once per connection (Django's own cursors bind on the client and send the text
     each time). Errors are translated and marked on the connection exactly as through
     Django's cursor, so a broken connection is replaced."""
     if not settings.AGENTSTATE_PREPARED_STATEMENTS:
-        with connection.cursor() as cursor:
+        with (db or connection).cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchone()
-    db = connections[DEFAULT_DB_ALIAS]  # once, rather than through the proxy at each use
+    if db is None:
+        db = connections[DEFAULT_DB_ALIAS]  # once, rather than through the proxy at each use
     db.ensure_connection()
     db.validate_no_broken_transaction()
     with db.wrap_database_errors:
