@@ -73,7 +73,17 @@ def test_no_operation_answers_5xx_to_generated_input(console_url):
                     f"path={case.path_parameters} query={case.query} body={case.body!r:.300}"
                 )
 
-        one()
+        try:
+            one()
+        except SystemError as exc:
+            # CPython 3.11's ast module keeps one recursion counter for all threads, and a
+            # conversion that fails leaves it off (python/cpython#106905): Hypothesis parses
+            # sources while it generates (lambdas, local constants), and once in many CI runs
+            # it raised this in the middle of a case. Generation is derandomized, so the
+            # operation's cases are generated again, the same ones, and judged as before.
+            if "AST constructor recursion depth mismatch" not in str(exc):
+                raise
+            one()
 
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 25
