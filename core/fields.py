@@ -13,10 +13,10 @@ class CountField(models.PositiveIntegerField):
 
     A PositiveIntegerField has a CHECK constraint of its own, and PostgreSQL reads every CHECK
     constraint's stored expression again, and prepares it, for each statement that inserts or
-    updates the row: on the engine's tables, written on every step, eleven of them cost more
-    than the rest of the row's width (bench/README.md, session 25). A table with CountFields
-    declares one `counts_not_negative` constraint over them instead. In Python (forms,
-    serializers, validation) it is a PositiveIntegerField.
+    updates the row: the engine writes a run and a checkpoint on every step, with eleven in all.
+    A table with CountFields declares one `counts_not_negative` constraint over them instead
+    (bench/README.md, session 25, for what it saves). In Python (forms, serializers,
+    validation) it is a PositiveIntegerField.
     """
 
     default_validators = [MinValueValidator(0)]

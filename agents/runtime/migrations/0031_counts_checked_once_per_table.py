@@ -1,8 +1,8 @@
 """The counts of a run and of a checkpoint (version, step_seq, seq, ...) are checked >= 0 by one
 CHECK per table (`least(...) >= 0`) instead of one per column (core/fields.py CountField):
 PostgreSQL reads and prepares every CHECK expression again for each statement that writes
-the row, and the engine writes both rows on every step (11 of them: about 0.1 ms a step on
-the bench machine, bench/README.md session 25). The same rows pass and fail as before.
+the row, and the engine writes both rows on every step (bench/README.md, session 25). The
+same rows pass and fail as before.
 
 Not atomic, so a large table is not locked while it is checked: the new CHECK is added NOT
 VALID (a moment's lock; new writes are checked from then on), validated while writes go on,
