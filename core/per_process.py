@@ -15,7 +15,6 @@ class PerProcess(Generic[T]):
     def __init__(self, make: Callable[[], T]) -> None:
         self._make = make
         self._lock = threading.Lock()
-        self._pid = 0
         self._object: T | None = None
         os.register_at_fork(after_in_child=self._forget)
 
@@ -26,15 +25,15 @@ class PerProcess(Generic[T]):
         if found is None:
             with self._lock:
                 if self._object is None:
-                    self._object, self._pid = self._make(), os.getpid()
+                    self._object = self._make()
                 found = self._object
         return found
 
     def _forget(self) -> None:
         """In a forked child: the parent's object (and its threads) are not ours."""
         self._lock = threading.Lock()
-        self._object, self._pid = None, 0
+        self._object = None
 
     def made(self) -> T | None:
         """This process's object if it was made, without making it."""
-        return self._object if self._pid == os.getpid() else None
+        return self._object
