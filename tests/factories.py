@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import uuid
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
 
 from tenants import services
 from tenants.models import ApiKey, AuditEvent, Invitation, Membership, Role, Tenant
@@ -23,7 +26,17 @@ def make_tenant(slug: str | None = None) -> Tenant:
 
 def make_user(username: str | None = None):
     username = username or f"user{next(_seq)}"
-    return get_user_model().objects.create_user(username=username, password=PASSWORD)
+    user = get_user_model()(username=username, password=_hashed(tuple(settings.PASSWORD_HASHERS)))
+    user.save()
+    return user
+
+
+@functools.cache
+def _hashed(hashers: tuple[str, ...]) -> str:
+    """PASSWORD hashed once per process and hasher setting. The browser tests keep the real
+    hasher (their server checks the password), whose PBKDF2 takes 0.6 s of CPU a hash here,
+    and they make users by the hundred; the users share a salt, which no test minds."""
+    return make_password(PASSWORD)
 
 
 def make_member(tenant: Tenant, role: str = Role.MEMBER, user=None) -> Membership:
