@@ -41,8 +41,8 @@ def key(worker: str) -> str:
 
 def beat(workers: Iterable[str]) -> bool:
     """Say these workers (of this process) are alive; False when Redis did not answer."""
-    ttl_ms = int(settings.AGENTSTATE_LIVENESS_SECONDS * 1000)
-    try:
+    try:  # (the settings too: a beat that raises would end the beating thread)
+        ttl_ms = int(settings.AGENTSTATE_LIVENESS_SECONDS * 1000)
         now = str(time.time())
         pipe = client().pipeline(transaction=False)
         for worker in workers:

@@ -346,3 +346,82 @@ def settle(ctx):
 
 
 register(every_row)
+
+
+# --- a step that runs ahead of its predecessor's commit (tests/agents/test_pipelined_steps.py) ----
+
+ahead = Agent("ahead", version=1, first="first")
+
+
+@tool("peek_checkpoints")
+def peek_checkpoints(*, tenant_id: str, run_id: str) -> int:
+    """How many checkpoints of the run another session sees committed (a tool with no side
+    effects: called directly, not through the ledger)."""
+    import psycopg
+
+    from tests.processes import test_database_url
+
+    calls["ahead.peek"] += 1
+    with psycopg.connect(test_database_url(), autocommit=True) as other:
+        other.execute("SELECT set_config('app.tenant_id', %s, false)", (tenant_id,))
+        row = other.execute(
+            "SELECT count(*) FROM agents_checkpoint WHERE run_id = %s", (run_id,)
+        ).fetchone()
+        return row[0] if row else 0
+
+
+@ahead.step
+def first(ctx):
+    calls["ahead.first"] += 1
+    how = ctx.run_input.get("how")
+    if how == "cancel":  # someone presses Cancel while the step runs
+        from agents.runtime.models import Run
+        from tenants.scope import tenant_scope
+
+        with tenant_scope(ctx.tenant_id):
+            Run.objects.for_tenant(ctx.tenant_id).filter(pk=ctx.run_id).update(
+                cancel_requested=True
+            )
+    if how == "unstorable":  # text jsonb refuses: the persist itself fails
+        return goto("second", text="nul \u0000 byte")
+    return goto("second", trail=["first"])
+
+
+@ahead.step
+def second(ctx):
+    calls["ahead.second"] += 1  # Python the step runs before anything else: may run ahead
+    how = ctx.run_input.get("how")
+    seen = {}
+    if how == "orm":
+        from agents.runtime.models import Checkpoint
+        from tenants.scope import tenant_scope
+
+        with tenant_scope(ctx.tenant_id):
+            seen["checkpoints"] = (
+                Checkpoint.objects.for_tenant(ctx.tenant_id).filter(run_id=ctx.run_id).count()
+            )
+    elif how == "deallocate":
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("DEALLOCATE ALL")  # as a pooler resetting the session would
+    elif how == "swallow":
+        try:
+            ctx.tools.call("count_effect", name="ahead")
+        except Exception:  # noqa: BLE001 - a step that hides every error
+            calls["ahead.swallowed"] += 1
+    else:
+        seen["checkpoints"] = ctx.tools.call(
+            peek_checkpoints, tenant_id=str(ctx.tenant_id), run_id=str(ctx.run_id)
+        )
+        ctx.tools.call("count_effect", name="ahead")
+    calls["ahead.second_done"] += 1
+    return goto("third", **seen)
+
+
+@ahead.step
+def third(ctx):
+    return finish({"seen": ctx.state.get("checkpoints")})
+
+
+register(ahead)

@@ -231,9 +231,14 @@ def test_a_stale_worker_that_wakes_after_losing_its_lease_writes_nothing(
         ctx = StepContext(
             stale, step="one", seq=1, attempt=1, state={}, wake_payload=None, messages_upto=0
         )
-        driver._persist(ctx, goto("two", bogus=True), True, timezone.now(), 0.0)
+        t, now = goto("two", bogus=True), timezone.now()
+        driver._persist(ctx, t, driver._params(ctx, t, False, now, 0.0), now, 0.0)
     assert [c.seq for c in rows(Checkpoint, tenant_a, run=run)] == [1, 2, 3]
     assert all("bogus" not in c.state for c in rows(Checkpoint, tenant_a, run=run))
+    # Its steps, which go on to the next one, are sent ahead of their answer: fenced too.
+    result = _Driver(stale, worker="stale", lease=60).run(slice_seconds=60)
+    assert (result.reason, result.steps) == ("fenced", 0)
+    assert [c.seq for c in rows(Checkpoint, tenant_a, run=run)] == [1, 2, 3]
 
 
 def test_a_transient_error_is_retried_with_backoff_without_redoing_earlier_steps(
@@ -507,7 +512,9 @@ def test_cancelling_a_waiting_run_is_immediate_and_a_running_one_stops_at_the_bo
     running = start("three_steps", cancel_during_step=True)
     result = step(running)  # the step in flight finishes; the run stops at the boundary
     assert (result.steps, result.status) == (1, "cancelled")
-    assert t.calls["two"] == 0
+    # Step two's Python may have run ahead of step one's commit; it was discarded with
+    # everything it did (tests/agents/test_pipelined_steps.py: it reaches nothing outside).
+    assert t.calls["two"] <= 1
     assert reload(running).step_seq == 1
 
     orphan = start("three_steps")

@@ -1,7 +1,8 @@
 """Drive a run: claim it, then run steps and persist each one until it waits, ends or its
 time slice is used up.
 
-claim → load (+ migrate) → run step → persist (one transaction) → publish + continue.
+claim → load (+ migrate) → run step → persist (one transaction) → publish + continue; a
+step that goes on to the next is persisted while the next one's Python runs (_call_step).
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from django.utils import timezone
 
 from agents.runtime import progress
 from agents.runtime.definitions import Agent, Transition, get_agent
-from agents.runtime.engine import store, unexpected
+from agents.runtime.engine import store, unexpected, wire
 from agents.runtime.engine.failpoints import failpoint
 from agents.runtime.engine.heartbeat import Lease
 from agents.runtime.engine.outcomes import STOPS, check, enqueue_on_commit, publish_stored
-from agents.runtime.engine.step_context import StepContext
+from agents.runtime.engine.step_context import StepContext, StepDiscarded
 from agents.runtime.engine.step_writes import write_extras
 from agents.runtime.errors import INFRASTRUCTURE_ERRORS, AppError, StepError
 from agents.runtime.models import RunStatus
@@ -46,6 +47,20 @@ class DriveResult:
 
 class _Fenced(Exception):
     """Another worker took the run over; this one must write nothing more."""
+
+
+@dataclass
+class _InFlight:
+    """A step's persist sent and not yet answered, and what its answer needs."""
+
+    sent: wire.Sent
+    transition: Transition
+    params: dict[str, Any]
+    started_at: dt.datetime
+    t0: float
+    step: str  # the step's name, checkpoint number before it, and attempt (the driver has
+    seq: int  # moved on to the next step meanwhile)
+    attempt: int
 
 
 def drive(
@@ -117,9 +132,13 @@ class _Driver:
         # This thread's connection, looked up once: through Django's proxy it costs every
         # step a context-local lookup (asgiref), and a drive never changes threads.
         self.db = connections[DEFAULT_DB_ALIAS]
+        self.prepared = settings.AGENTSTATE_PREPARED_STATEMENTS  # read once, not every step
         # The run's logs (ctx.log) up to its latest checkpoint: read when a step first asks,
         # then kept up to date as this drive persists steps.
         self._logs: dict[str, list[Any]] | None = None
+        self.in_flight: _InFlight | None = None  # the pipelined step's persist (see _call_step)
+        self.stopped: DriveResult | None = None  # how a discarded step's predecessor ended
+        self.settled: tuple[store.Written, _InFlight] | None = None  # its event yet to send
 
     def logs(self) -> dict[str, list[Any]]:
         if self._logs is None:
@@ -160,13 +179,23 @@ class _Driver:
         except (AppError, ValueError) as exc:
             return self._fail_permanently(exc, code=getattr(exc, "code", "state_migration_failed"))
         deadline = time.monotonic() + slice_seconds
+        try:
+            return self._steps(agent, deadline)
+        finally:
+            if self.in_flight is not None:  # leaving on an error with a persist unanswered
+                self._drain()
+
+    def _steps(self, agent: Agent, deadline: float) -> DriveResult:
         while True:
             policy = agent.retry_for(self.step)
-            if self.attempt > policy.max_attempts and self._budget_spent(policy.max_attempts):
-                return self._fail_permanently(
-                    StepError(f"retry budget of {policy.max_attempts} attempts exhausted"),
-                    code="retries_exhausted",
-                )
+            if self.attempt > policy.max_attempts:
+                if (stop := self._settle()) is not None:
+                    return stop
+                if self._budget_spent(policy.max_attempts):
+                    return self._fail_permanently(
+                        StepError(f"retry budget of {policy.max_attempts} attempts exhausted"),
+                        code="retries_exhausted",
+                    )
             started_at, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
             ctx = StepContext(
                 self.claim,
@@ -180,23 +209,34 @@ class _Driver:
                 logs=self.logs,
             )
             try:
-                transition = agent.get_step(self.step)(ctx)
+                transition = self._call_step(agent, ctx)
                 check(agent, transition)
+            except StepDiscarded:
+                assert self.stopped is not None  # set by _settle_or_discard
+                return self.stopped  # the step before it ended the drive
             except INFRASTRUCTURE_ERRORS:
                 # A lost database or Redis connection is not the step's fault: the attempt is
                 # abandoned (nothing recorded, the lease kept) and the task retries it with
                 # backoff once the service answers; the ledger replays what the step did.
                 raise
             except Exception as exc:  # noqa: BLE001 - every failure is recorded, none escapes
+                if (stop := self._settle()) is not None:
+                    return stop
                 return self._handle_error(agent, exc, started_at, t0)
-            failpoint("step.before_persist", self.step)
             # A slice ends at its deadline, or sooner when a run taken back from a dead worker
             # waits at URGENT (agents/runtime/queue.py): it goes first, not after the slices.
             keep_going = (
                 transition.kind == "goto" and time.monotonic() < deadline and not urgent_waiting()
             )
+            params = self._params(ctx, transition, keep_going, started_at, t0)
+            if (stop := self._settle(announce=False)) is not None:  # the step before, committed
+                return stop
+            failpoint("step.before_persist", self.step)
             try:
-                status = self._persist(ctx, transition, keep_going, started_at, t0)
+                try:
+                    status = self._persist(ctx, transition, params, started_at, t0)
+                finally:  # the step before's event, once this step is on its way
+                    self._announce_settled()
             except _Fenced:
                 logger.warning("run %s: superseded by another worker", self.claim.run_id)
                 return DriveResult(claimed=True, steps=self.steps, reason="fenced")
@@ -210,21 +250,106 @@ class _Driver:
                 return self._fail_permanently(
                     exc, code="persist_failed", started_at=started_at, t0=t0
                 )
-            self.steps += 1
             if status != RunStatus.RUNNING:
-                if status == RunStatus.QUEUED:
-                    enqueue_on_commit(self.claim.tenant_id, self.claim.run_id)
-                if transition.kind == "timer" and transition.wake_at is not None:
-                    enqueue_on_commit(
-                        self.claim.tenant_id, self.claim.run_id, eta=transition.wake_at
-                    )
-                return DriveResult(claimed=True, steps=self.steps, status=status)
-            self.step, self.seq, self.attempt, self.wake = (
-                transition.next_step,
-                self.seq + 1,
-                1,
-                None,
+                return self._stopped(status, transition)
+
+    def _stopped(self, status: str, t: Transition) -> DriveResult:
+        """The drive ends with the run in `status` (its last step committed)."""
+        if status == RunStatus.QUEUED:
+            enqueue_on_commit(self.claim.tenant_id, self.claim.run_id)
+        if t.kind == "timer" and t.wake_at is not None:
+            enqueue_on_commit(self.claim.tenant_id, self.claim.run_id, eta=t.wake_at)
+        return DriveResult(claimed=True, steps=self.steps, status=status)
+
+    # --- the pipelined step -----------------------------------------------------------------------
+    # A step that goes on to the next one in this drive, with nothing but its checkpoint to
+    # write, is sent without waiting for the server's answer: the next step's Python runs
+    # while the server commits (on another CPU), and the answer is read before that step
+    # persists, or sooner, the moment it touches anything outside the process: its context's
+    # tools, model, memory, conversation or logs (StepContext._outside), and any query or
+    # transaction on this connection (an execute wrapper; set_autocommit, where Django's
+    # atomic() begins). So nothing a step does through its context or Django leaves the
+    # process before the step before it is durable. A step that drives psycopg's connection
+    # by hand (`connection.connection`) finds it busy. A step whose predecessor turns out
+    # fenced, failed or stopped is discarded (StepDiscarded, a BaseException: a step's
+    # `except Exception` cannot keep it going), and runs again, elsewhere or later, like any
+    # step that never committed: a step's own Python may run more than once, as ever.
+
+    def _call_step(self, agent: Agent, ctx: StepContext) -> Transition:
+        fn = agent.get_step(self.step)
+        if self.in_flight is None:
+            return fn(ctx)
+        ctx._gate = self._gate
+        db, begin = self.db, self.db.set_autocommit
+
+        def set_autocommit(*args: Any, **kwargs: Any) -> None:  # transaction.atomic() begins
+            self._settle_or_discard()
+            begin(*args, **kwargs)
+
+        db.set_autocommit = set_autocommit  # type: ignore[method-assign]
+        try:
+            with db.execute_wrapper(self._gate_queries):
+                return fn(ctx)
+        finally:
+            del db.set_autocommit  # the class's own again
+
+    def _gate(self, ctx: StepContext) -> None:
+        """Read the answer to the step before `ctx`'s; discard this step if it ended the drive."""
+        self._settle_or_discard()
+        ctx._event_seq = self.event_seq  # live events of the step follow its predecessor's
+
+    def _gate_queries(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        self._settle_or_discard()
+        return execute(sql, params, many, context)
+
+    def _settle_or_discard(self) -> None:
+        if (stop := self._settle()) is not None:
+            self.stopped = stop
+            raise StepDiscarded
+
+    def _settle(self, announce: bool = True) -> DriveResult | None:
+        """Read the answer to the persist in flight, if any: None while the run goes on, or
+        how the drive ends (superseded, the persist failed, the run stopped). `announce`
+        False: the step's event waits for `_announce_settled` (sent after the next step's
+        persist, which then leaves sooner), unless the drive ends here."""
+        flight, self.in_flight = self.in_flight, None
+        if flight is None:
+            return None
+        try:
+            row = store.persist_receive(flight.sent)
+        except INFRASTRUCTURE_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - as a failed persist in _steps
+            self.step, self.seq, self.attempt = flight.step, flight.seq, flight.attempt
+            logger.exception("run %s: persisting step %s failed", self.claim.run_id, self.step)
+            return self._fail_permanently(
+                exc, code="persist_failed", started_at=flight.started_at, t0=flight.t0
             )
+        if row is None:
+            logger.warning("run %s: superseded by another worker", self.claim.run_id)
+            return DriveResult(claimed=True, steps=self.steps, reason="fenced")
+        self._written(row, flight.params)
+        self.settled = (row, flight)
+        if announce or row.status != RunStatus.RUNNING:
+            self._announce_settled()
+        if row.status != RunStatus.RUNNING:  # cancelled meanwhile
+            return self._stopped(row.status, flight.transition)
+        return None
+
+    def _announce_settled(self) -> None:
+        if self.settled is not None:
+            (row, flight), self.settled = self.settled, None
+            self._announce(row, flight.transition, flight.params, committed=True)
+
+    def _drain(self) -> None:
+        """Read the answer to a persist left in flight by an error, so the connection is free
+        for what handles the error; a connection that cannot answer is closed."""
+        try:
+            self._settle()
+        except Exception:  # noqa: BLE001 - the error on its way out is the one that counts
+            logger.warning("run %s: the last persist's answer was lost", self.claim.run_id)
+            self.in_flight = None
+            self.db.close()
 
     def _budget_spent(self, max_attempts: int) -> bool:
         """Whether the step used up its retry budget. Only attempts that failed count: one
@@ -247,22 +372,19 @@ class _Driver:
 
     # --- persisting -------------------------------------------------------------------------------
 
-    def _persist(
+    def _params(
         self, ctx: StepContext, t: Transition, keep_going: bool, started_at: dt.datetime, t0: float
-    ) -> str:
+    ) -> dict[str, Any]:
+        """The persist's parameters (its fencing version is set when it is sent)."""
         if t.kind == "goto" and keep_going:
             status, owner, attempts = RunStatus.RUNNING, self.worker, 1
         else:
             status, owner, attempts = STOPS[t.kind], "", 0
-        approval_id = uuid.uuid4() if t.kind == "approval" else None
-        state_json = store.dumps({**ctx.state, **t.update}) or "{}"  # a dict is never None
-        appended_json = store.dumps(ctx._appended) if ctx._appended else None
         read_upto = max((m["seq"] for m in ctx.__dict__.get("transcript", ())), default=0)
         self.upto = max(self.upto, read_upto)
         params = {
             "tenant": self.claim.tenant_id,
             "run": self.claim.run_key,
-            "version": self.version,
             "worker": self.worker,
             "status": status,
             "next_step": t.next_step,
@@ -275,51 +397,95 @@ class _Driver:
             if t.kind == "fail"
             else None,
             "not_before": t.wake_at,
-            "waiting_for": str(approval_id) if approval_id else t.event,
+            "waiting_for": t.event,
             "schema_version": self.agent.state_version,
             "step": self.step,
-            "state": state_json,
+            "state": store.dumps({**ctx.state, **t.update}) or "{}",  # a dict is never None
             "messages_upto": self.upto,
             "attempt": self.attempt,
             "started_at": started_at,
             "duration_ms": (time.perf_counter() - t0) * 1000,
-            "appended": appended_json,
+            "appended": store.dumps(ctx._appended) if ctx._appended else None,
+            # The fencing version: the one the step before it will have once committed
+            # (each persist adds one), checked again when it is sent.
+            "version": self.version + (self.in_flight is not None),
         }
+        if status == RunStatus.RUNNING and not ctx._outbox and not ctx._writes:
+            params["_values"] = store.persist_values(params)  # while the server is busy
+        return params
+
+    def _persist(
+        self,
+        ctx: StepContext,
+        t: Transition,
+        params: dict[str, Any],
+        started_at: dt.datetime,
+        t0: float,
+    ) -> str:
+        """Persist the step and move on to the next: its status, or RUNNING with the persist
+        in flight (the pipelined step, above)."""
+        values = params.pop("_values", None)  # encoded ahead (_params)
+        if params["version"] != self.version:  # ... for a version it did not get
+            params["version"], values = self.version, None
+        approval_id = uuid.uuid4() if t.kind == "approval" else None
+        if approval_id is not None:
+            params["waiting_for"] = str(approval_id)
         if not ctx._outbox and not ctx._writes and approval_id is None:
+            if params["status"] == RunStatus.RUNNING and store.pipelined(self.db, self.prepared):
+                sent = store.persist_send(params, self.db, values)
+                self.in_flight = _InFlight(
+                    sent, t, params, started_at, t0, self.step, self.seq, self.attempt
+                )
+                self._advance(t, params)
+                return RunStatus.RUNNING
             row = store.persist(params, self.db)  # one round trip, one commit
             if row is None:
                 raise _Fenced
-            self._finished(row, t, params, committed=True)
+            self._written(row, params)
+            self._announce(row, t, params, committed=True)
         else:
             with transaction.atomic(), progress.tracking() as recorded:
                 row = store.persist(params, self.db)
                 if row is None:
                     raise _Fenced
-                self._finished(row, t, params)  # sent on commit, before the extras' events
+                self._announce(row, t, params)  # sent on commit, before the extras' events
                 write_extras(
                     self.claim, seq=self.seq, step=self.step, ctx=ctx, t=t, approval_id=approval_id
                 )
+            self._written(row, params)
             self.event_seq = max(self.event_seq, recorded.get(self.claim.run_key, 0))
-        self.state_json = state_json
-        if appended_json is not None and self._logs is not None:
-            # as a later drive would read it back: JSON, decoded
-            for key, items in json.loads(appended_json).items():
-                self._logs.setdefault(key, []).extend(items)
-        self._set_version(row.version)
+        if row.status == RunStatus.RUNNING:
+            self._advance(t, params)
         return row.status
 
-    def _finished(
+    def _advance(self, t: Transition, params: dict[str, Any]) -> None:
+        """On to the next step, whose state is the one this step persists."""
+        self.state_json = params["state"]
+        self.step, self.seq, self.attempt, self.wake = t.next_step, self.seq + 1, 1, None
+
+    def _written(self, row: store.Written, params: dict[str, Any]) -> None:
+        """The step of `params` is persisted: count it, and keep its version and logs."""
+        self.steps += 1
+        self._set_version(row.version)
+        appended = params["appended"]
+        if appended is not None and self._logs is not None:
+            # as a later drive would read it back: JSON, decoded
+            for key, items in json.loads(appended).items():
+                self._logs.setdefault(key, []).extend(items)
+
+    def _announce(
         self, row: store.Written, t: Transition, params: dict[str, Any], committed: bool = False
     ) -> None:
+        """Send the step's `step.finished` event (once its transaction commits)."""
         self.event_seq = row.event_seq
         publish_stored(
             self.claim,
             "step.finished",
             committed=committed,
             seq=row.event_seq,
-            step=self.step,
-            step_seq=self.seq + 1,
-            attempt=self.attempt,
+            step=params["step"],
+            step_seq=params["seq"],
+            attempt=params["attempt"],
             status=row.status,
             next_step=t.next_step,
             duration_ms=round(params["duration_ms"], 1),

@@ -45,6 +45,12 @@ class ToolBox:
         return result
 
 
+class StepDiscarded(BaseException):  # noqa: N818 - a signal, as GeneratorExit is
+    """The step runs ahead of its predecessor's commit, which did not go on (superseded,
+    failed, or the run stopped): it must stop here. A BaseException, so that a step's own
+    `except Exception` cannot keep it going."""
+
+
 class StepContext:
     def __init__(
         self,
@@ -89,19 +95,32 @@ class StepContext:
         self.decision: dict | None = wake.get("decision")
         self.event: dict | None = wake.get("event")
         self._event_seq = event_seq
+        # Set while the step runs ahead of its predecessor's commit (the runner's pipelined
+        # step): called once, before the step first reaches outside the process.
+        self._gate: Callable[[StepContext], None] | None = None
+
+    def _outside(self) -> None:
+        """The step is about to reach outside the process: its predecessor must be durable."""
+        gate = self._gate
+        if gate is not None:
+            self._gate = None
+            gate(self)
 
     @cached_property
     def tools(self) -> ToolBox:
         """`ctx.tools.call(name, **arguments)`: side-effecting calls go through the ledger."""
+        self._outside()
         return ToolBox(self._claim, self.seq)
 
     @cached_property
     def llm(self) -> LiveModel:
         """The chat model the settings choose, its calls announced and streamed live."""
+        self._outside()
         return self.live(get_model())
 
     def live(self, model: ChatModel) -> LiveModel:
         """`model` with its calls announced and its tokens streamed to live pages."""
+        self._outside()
         return LiveModel(model, ctx=self, after=self._event_seq)
 
     @property
@@ -123,6 +142,7 @@ class StepContext:
     def extension(self, name: str) -> Any:
         """What a feature registered under `name` (agents.runtime.extensions), built on first
         use and kept for the step; ExtensionMissing if none did."""
+        self._outside()
         found = self._extensions.get(name)
         if found is None:
             factory = extensions.step_extension(name)
@@ -158,6 +178,7 @@ class StepContext:
         """The run's log `key`: what its earlier steps appended, then this step, oldest first
         (a rewound run's log ends at the checkpoint it was rewound to). A copy, decoded afresh
         as the state is: a step that changes what it read changes nothing stored or kept."""
+        self._outside()
         earlier = self._logs().get(key, []) if self._logs is not None else []
         return json.loads(json.dumps([*earlier, *self._appended.get(key, ())], default=str))
 
@@ -168,6 +189,7 @@ class StepContext:
     @cached_property
     def transcript(self) -> list[dict[str, Any]]:
         """The conversation so far (oldest first), as role/content dicts."""
+        self._outside()
         if self.session_id is None:
             return []
         return transcript_for_step(tenant_id=self.tenant_id, session_id=self.session_id)

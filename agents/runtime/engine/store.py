@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from agents.runtime.engine import wire
 from agents.runtime.models import RunStatus
 from core import sql
 
@@ -129,8 +130,45 @@ class Written(NamedTuple):
 def persist(params: dict, db: BaseDatabaseWrapper | None = None) -> Written | None:
     """Persist a step (agents_persist_step); None means another worker superseded us. `db`:
     the connection the caller looked up once (a drive, for all its steps)."""
+    if db is not None and pipelined(db):  # the statement the pipelined step sends
+        return persist_receive(persist_send(params, db))
     row = _fetch_one(PERSIST_SQL, params, db)
     return Written(row[0], row[1], row[2]) if row else None
+
+
+_PERSIST = wire.Statement(PERSIST_SQL)
+
+
+def pipelined(db: BaseDatabaseWrapper, prepared: bool | None = None) -> bool:
+    """Whether a persist on `db` may be sent ahead of its answer (`persist_send`): through
+    prepared statements (`prepared`: AGENTSTATE_PREPARED_STATEMENTS, if the caller read it
+    already), and as its own transaction (not inside an atomic block)."""
+    if prepared is None:
+        prepared = settings.AGENTSTATE_PREPARED_STATEMENTS
+    return prepared and db.autocommit and not db.in_atomic_block
+
+
+def persist_values(params: dict) -> list[bytes | None]:
+    """A persist's parameters as `persist_send` sends them (encoded ahead, while the server
+    is busy with the step before)."""
+    return _PERSIST.values(params)
+
+
+def persist_send(
+    params: dict, db: BaseDatabaseWrapper, values: list[bytes | None] | None = None
+) -> wire.Sent:
+    """Send a persist (as `persist`) without waiting: `persist_receive` reads its answer.
+    `values`: `persist_values(params)`, if encoded already."""
+    return wire.send(db, _PERSIST, values if values is not None else _PERSIST.values(params))
+
+
+def persist_receive(sent: wire.Sent) -> Written | None:
+    """The answer to `persist_send`: as `persist`'s (None: another worker superseded us)."""
+    row = wire.receive(sent)
+    if row is None:
+        return None
+    status, version, event_seq = row  # text, never NULL (agents_persist_step's columns)
+    return Written(bytes(status or b"").decode(), int(version or 0), int(event_seq or 0))
 
 
 def _fetch_one(sql: str, params: dict, db: BaseDatabaseWrapper | None = None) -> Any:
