@@ -117,3 +117,13 @@ def test_a_persist_parameter_is_refused_rather_than_cut_or_guessed():
         statement.values({"a": 1, "b": dt.datetime(2026, 12, 7)})
     with pytest.raises(psycopg.ProgrammingError):
         statement.values({"a": object(), "b": 1})
+
+
+def test_a_session_that_has_the_persist_prepared_already_is_not_refused(start, step, reload):
+    first = start("three_steps")
+    assert step(first).status == "succeeded"  # the session has the statement now
+    wire._by_connection.clear()  # ... and this process forgot it did (as after a fork)
+    second = start("three_steps")
+    result = step(second)
+    assert (result.status, result.reason) == ("succeeded", "")
+    assert reload(second).step_seq == 3

@@ -22,6 +22,7 @@ import re
 import select
 import threading
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from psycopg import errors, pq
 # SQLSTATE of a prepared statement the session no longer has (DEALLOCATE ALL, DISCARD ALL,
 # a pooler that moved us to another server connection): prepared again and sent once more.
 _STATEMENT_GONE = "26000"
+_ALREADY_PREPARED = "42P05"  # duplicate_prepared_statement
 
 
 class Statement:
@@ -136,15 +138,24 @@ def _prepare(conn: psycopg.Connection, statement: Statement) -> None:
     _flush(pgconn)
     result = _answer(pgconn)
     if result.status == pq.ExecStatus.FATAL_ERROR:
-        raise errors.error_from_result(result, encoding=conn.info.encoding)
+        error = errors.error_from_result(result, encoding=conn.info.encoding)
+        # The session has it already: the name is the text's digest, so it is this statement.
+        if error.sqlstate != _ALREADY_PREPARED:
+            raise error
     prepared.add(statement.name)
 
 
+# Names prepared on each connection (a new connection, a new session, has none).
+_by_connection: weakref.WeakKeyDictionary[psycopg.Connection, set[bytes]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def _prepared(conn: psycopg.Connection) -> set[bytes]:
-    """Names prepared on this thread's current connection (a new connection has none)."""
-    if getattr(_thread, "conn", None) is not conn:
-        _thread.conn, _thread.names = conn, set()
-    return _thread.names
+    names = _by_connection.get(conn)
+    if names is None:
+        names = _by_connection[conn] = set()
+    return names
 
 
 def _forget(conn: psycopg.Connection) -> None:
