@@ -25,6 +25,7 @@ from agents.runtime.errors import LLMRateLimited  # the engine's own error, not 
 
 calls: Counter = Counter()
 side_effects: Counter = Counter()
+events: list[dict] = []  # progress events, where a test subscribes `events.append`
 
 
 @tool("count_effect", side_effects=True)
@@ -384,6 +385,10 @@ def first(ctx):
             )
     if how == "unstorable":  # text jsonb refuses: the persist itself fails
         return goto("second", text="nul \u0000 byte")
+    if how == "slow":  # a step that computes for a while (RUN_AHEAD_MAX_MS)
+        import time
+
+        time.sleep(0.01)
     return goto("second", trail=["first"])
 
 
@@ -392,6 +397,10 @@ def second(ctx):
     calls["ahead.second"] += 1  # Python the step runs before anything else: may run ahead
     how = ctx.run_input.get("how")
     seen = {}
+    if how == "slow":  # what the step sees before it touches anything: run ahead or not?
+        calls["ahead.finished_at_second"] = sum(e["kind"] == "step.finished" for e in events)
+        seen["checkpoints"] = peek_checkpoints(tenant_id=str(ctx.tenant_id), run_id=str(ctx.run_id))
+        return goto("third", **seen)
     if how == "orm":
         from agents.runtime.models import Checkpoint
         from tenants.scope import tenant_scope

@@ -10,12 +10,20 @@ import psycopg
 import pytest
 from django.db import connection
 
-from agents.runtime.engine import store, wire
+from agents.runtime.engine import runner, store, wire
 from agents.runtime.models import Checkpoint, StepAttempt, ToolCall
 from tenants.scope import tenant_scope
 from tests.agents import agents_for_tests as t
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _every_step_runs_ahead(request, monkeypatch):
+    """However long a step takes on this machine, the next runs ahead of its commit (except
+    where a test is about that limit)."""
+    if "took_a_while" not in request.node.name:
+        monkeypatch.setattr(runner, "RUN_AHEAD_MAX_MS", 60_000.0)
 
 
 def rows(model, tenant, **filters):
@@ -47,7 +55,8 @@ def test_a_step_ahead_of_a_cancelled_predecessor_is_discarded_before_it_reaches_
     run = start("ahead", how="cancel")
     result = step(run)
     assert (result.status, result.steps) == ("cancelled", 1)
-    assert t.calls["ahead.peek"] == 0 and t.side_effects == {}  # no tool was called
+    assert t.calls["ahead.second"] == 1  # step two ran ahead ...
+    assert t.calls["ahead.peek"] == 0 and t.side_effects == {}  # ... and called no tool
     assert t.calls["ahead.second_done"] == 0
     assert rows(ToolCall, tenant_a, run=run) == []
     assert [c.step for c in rows(Checkpoint, tenant_a, run=run)] == ["first"]
@@ -74,6 +83,7 @@ def test_a_step_that_catches_every_exception_still_stops_when_its_predecessor_di
         )
     result = _Driver(claim, worker="stale", lease=60).run(slice_seconds=60)
     assert (result.reason, result.steps) == ("fenced", 0)
+    assert t.calls["ahead.second"] == 1  # step two ran ahead, and reached no tool
     assert t.calls["ahead.swallowed"] == 0 and t.side_effects == {}
     assert t.calls["ahead.second_done"] == 0
 
@@ -127,3 +137,21 @@ def test_a_session_that_has_the_persist_prepared_already_is_not_refused(start, s
     result = step(second)
     assert (result.status, result.reason) == ("succeeded", "")
     assert reload(second).step_seq == 3
+
+
+def test_after_a_step_that_took_a_while_the_next_waits_for_its_commit_and_its_event(
+    start, step, reload
+):
+    from agents.runtime import progress
+
+    progress.subscribe(t.events.append)
+    t.events.clear()
+    try:
+        run = start("ahead", how="slow")
+        assert step(run).status == "succeeded"
+    finally:
+        progress.unsubscribe(t.events.append)
+    # Step one slept past RUN_AHEAD_MAX_MS: step two began once it had committed (another
+    # session saw it) and its step.finished event had gone out, not a step later.
+    assert reload(run).output == {"seen": 1}
+    assert t.calls["ahead.finished_at_second"] == 1

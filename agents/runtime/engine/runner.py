@@ -45,6 +45,13 @@ class DriveResult:
     reason: str = ""
 
 
+# A step runs ahead of its predecessor's commit only after a step that took less than this:
+# the predecessor's answer, and so its live event, waits for the step's own Python, and a
+# step that computes (or sleeps) for long gains nothing from the overlap worth that wait.
+# One that reaches outside the process (a model, a tool) reads the answer at once anyway.
+RUN_AHEAD_MAX_MS = 2.0
+
+
 class _Fenced(Exception):
     """Another worker took the run over; this one must write nothing more."""
 
@@ -263,17 +270,18 @@ class _Driver:
 
     # --- the pipelined step -----------------------------------------------------------------------
     # A step that goes on to the next one in this drive, with nothing but its checkpoint to
-    # write, is sent without waiting for the server's answer: the next step's Python runs
-    # while the server commits (on another CPU), and the answer is read before that step
-    # persists, or sooner, the moment it touches anything outside the process: its context's
-    # tools, model, memory, conversation or logs (StepContext._outside), and any query or
-    # transaction on this connection (an execute wrapper; set_autocommit, where Django's
-    # atomic() begins). So nothing a step does through its context or Django leaves the
-    # process before the step before it is durable. A step that drives psycopg's connection
-    # by hand (`connection.connection`) finds it busy. A step whose predecessor turns out
-    # fenced, failed or stopped is discarded (StepDiscarded, a BaseException: a step's
-    # `except Exception` cannot keep it going), and runs again, elsewhere or later, like any
-    # step that never committed: a step's own Python may run more than once, as ever.
+    # write, and that took less than RUN_AHEAD_MAX_MS, is sent without waiting for the
+    # server's answer: the next step's Python runs while the server commits (on another CPU),
+    # and the answer is read before that step persists, or sooner, the moment it touches
+    # anything outside the process: its context's tools, model, memory, pack, conversation or
+    # logs (StepContext._outside), and any query or transaction on this connection (an execute
+    # wrapper; set_autocommit, where Django's atomic() begins). So nothing a step does through
+    # its context or Django leaves the process before the step before it is durable. A step
+    # that drives psycopg's connection by hand (`connection.connection`) finds it busy. A step
+    # whose predecessor turns out fenced, failed or stopped is discarded (StepDiscarded, a
+    # BaseException: a step's `except Exception` cannot keep it going), and runs again,
+    # elsewhere or later, like any step that never committed: a step's own Python may run
+    # more than once, as ever.
 
     def _call_step(self, agent: Agent, ctx: StepContext) -> Transition:
         fn = agent.get_step(self.step)
@@ -431,7 +439,11 @@ class _Driver:
         if approval_id is not None:
             params["waiting_for"] = str(approval_id)
         if not ctx._outbox and not ctx._writes and approval_id is None:
-            if params["status"] == RunStatus.RUNNING and store.pipelined(self.db, self.prepared):
+            if (
+                params["status"] == RunStatus.RUNNING
+                and params["duration_ms"] < RUN_AHEAD_MAX_MS
+                and store.pipelined(self.db, self.prepared)
+            ):
                 sent = store.persist_send(params, self.db, values)
                 self.in_flight = _InFlight(
                     sent, t, params, started_at, t0, self.step, self.seq, self.attempt
