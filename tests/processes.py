@@ -22,6 +22,10 @@ BASE_DIR = Path(__file__).resolve().parents[1]
 # A session on servers of its own (AGENTSTATE_TEST_LOG_DIR set beside AGENTSTATE_VAR_DIR) keeps
 # its logs apart too: child processes of two sessions must not write the same file.
 LOG_DIR = Path(os.environ.get("AGENTSTATE_TEST_LOG_DIR") or BASE_DIR / "var" / "test-logs")
+# As the session began: importing config.asgi (tests of the live layer do) sets it to "1" in
+# this process, and children would inherit that, so whether a test's Celery workers ran on a
+# connection pool depended on the tests that ran before it. Web children set it themselves.
+_DB_POOL = os.environ.get("AGENTSTATE_DB_POOL")
 TEST_RATE_LIMIT = "1000000/min"
 # Every child process gets this key, so they derive the same demo payments secret.
 CHILD_SECRET_KEY = "test-" + "x" * 45
@@ -52,6 +56,9 @@ def process_env(**extra: str) -> dict[str, str]:
         # Test servers come and go by the dozen: no model loaded unless a test searches.
         "MEMORY_WARM_QUERY_MODEL": "0",
     }
+    env.pop("AGENTSTATE_DB_POOL", None)
+    if _DB_POOL is not None:
+        env["AGENTSTATE_DB_POOL"] = _DB_POOL
     env.update(extra)
     return env
 
