@@ -29,7 +29,7 @@ TEST_WORKERS ?= 4
 # Python's own bytecode), and `test-collect` writes them ahead (.ci/run, during lint).
 TEST_ENV = PYTHONDONTWRITEBYTECODE=
 TEST_RUN = $(TEST_ENV) AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
-	  $(PY) -m config.embedded exec -- $(PY) -m pytest -n $(TEST_WORKERS) --dist load
+	  $(PY) -m config.embedded exec -- $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 TEST_RUN_SOLO = $(TEST_ENV) AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
 	  $(PY) -m config.embedded exec -- $(PY) -m pytest -n0
 # The project's own bytecode, written once before the tests (and `make run`): where
@@ -38,10 +38,11 @@ TEST_RUN_SOLO = $(TEST_ENV) AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/
 # changed files are compiled again; a stale file is ignored by Python, never run.
 COMPILE = $(PY) -m compileall -q -j 0 agents memory approvals tenants core config tests sdk/python
 
-# The browser tests (`e2e`) run in the parallel pass, first (tests/parallel.py): xdist's
-# `load` hands a worker a run of consecutive tests, so one worker takes them one after
-# another while the others take the rest. The `solo` tests (they time kills of
-# workers against steps) run after it, one at a time, on a machine no other test loads.
+# The browser tests (`e2e`) run in the parallel pass as one group (`--dist loadgroup`,
+# tests/parallel.py): one worker takes them one after another while the others take the rest;
+# the tests that load the embedding model are another group, so one worker loads it. The
+# `solo` tests (they time kills of workers against steps) run after it, one at a time, on a
+# machine no other test loads.
 # pytest's exit 5 (none selected) is fine there.
 test: $(STAMP)
 	@$(COMPILE) >/dev/null

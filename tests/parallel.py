@@ -21,7 +21,9 @@ pass, the chaos test among it, runs on the embedded server with PostgreSQL's def
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -29,6 +31,8 @@ import psycopg
 import pytest
 
 _started: dict[str, bool] = {}
+# Where the first worker writes the test groups it collected, for the controller's scheduler.
+GROUPS_FILE = "AGENTSTATE_TEST_GROUPS"
 
 
 def _worker() -> str | None:
@@ -44,6 +48,10 @@ def _own_redis_db(url: str, worker: str) -> str:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # No test process warms the embedding model: importing config.asgi (a test's websocket
+    # does) would load torch and export the model in the background in every worker, ~10 s
+    # of CPU each, for the few tests that search by meaning (they load it when they do).
+    os.environ.setdefault("MEMORY_WARM_QUERY_MODEL", "0")
     worker = _worker()
     if worker is None:
         return
@@ -77,21 +85,63 @@ def _no_fsync(super_url: str) -> None:
             conn.execute("SELECT pg_reload_conf()")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if _worker() is None and config.getvalue("dist") == "loadgroup":
+        fd, path = tempfile.mkstemp(prefix="agentstate-test-groups-", suffix=".json")
+        os.close(fd)
+        os.environ[GROUPS_FILE] = path  # the workers, started after this, inherit it
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The browser tests (`e2e`) go first: they are the longest, and started last they would
-    leave one worker running them while the others sit idle. xdist's `load` hands the first
-    worker a run of consecutive tests, so that worker takes them one after another (one
-    Chromium, one console server) while the others start on the rest; handing them out one
-    at a time instead ran three browsers at once and made the pass no shorter here (the
-    machine's two cores are busy either way)."""
+    """The browser tests (`e2e`) are one group, run by one worker one after another (one
+    Chromium, one console server) while the others take the rest; the largest group goes out
+    first. Handed out one at a time instead, three browsers ran at once and the pass was no
+    shorter here (the machine's two cores are busy either way). The tests that load the
+    embedding model are a group too (`uses_model`, tests/memory/conftest.py)."""
     if not _worker():
         return
     browser = [item for item in items if item.get_closest_marker("e2e")]
+    for item in browser:
+        item.add_marker(pytest.mark.xdist_group("browser"))
     chosen = set(browser)
     items[:] = browser + [item for item in items if item not in chosen]
+    path = os.environ.get(GROUPS_FILE)
+    if _worker() == "gw0" and path:
+        groups = {}
+        for item in items:
+            names = sorted({str(mark.args[0]) for mark in item.iter_markers("xdist_group")})
+            if names:
+                groups[item.nodeid] = "+".join(names)
+        tmp = f"{path}.tmp"
+        Path(tmp).write_text(json.dumps(groups))
+        os.replace(tmp, path)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201 - xdist's type
+    """`--dist loadgroup`: xdist's, with the groups the first worker collected (xdist 3.8
+    marks a group in the test's id, which pytest 9 no longer lets it change). Every worker
+    reports its collection before the first test is handed out, so the file is written."""
+    path = os.environ.get(GROUPS_FILE)
+    if _worker() is not None or not path:
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LoadGroups(LoadScopeScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                text = Path(path).read_text()
+                self.groups = json.loads(text) if text else {}
+            return self.groups.get(nodeid, nodeid)
+
+    return LoadGroups(config, log)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if _worker() is None and os.environ.get(GROUPS_FILE):
+        Path(os.environ.pop(GROUPS_FILE)).unlink(missing_ok=True)
     if not _started:
         return
     import logging

@@ -8,7 +8,9 @@ from settings. Neither retries: the step executor owns retries, backoff and chec
 from __future__ import annotations
 
 import email.utils
+import functools
 import math
+import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -72,18 +74,7 @@ class OpenAIChatModel(ChatModel):
         self.base_url = base_url
         self.model = model
         self.timeout = timeout
-        # Imported here: the client library takes about a second to import, which every
-        # process (web, worker, beat, manage.py) paid at startup for a model only some use.
-        import openai
-
-        self._client = openai.OpenAI(
-            base_url=base_url,
-            # Local servers (Ollama, vLLM) need no key, but the client refuses to start without one.
-            api_key=api_key or "unused",
-            timeout=timeout,
-            # Retries belong to the step executor, which checkpoints and backs off between them.
-            max_retries=0,
-        )
+        self._client = _client(base_url, api_key, timeout, os.getpid())
 
     def chat(
         self,
@@ -175,6 +166,26 @@ class OpenAIChatModel(ChatModel):
         if status == 408:
             return LLMTimeout("LLM server timed out reading the request (408)")
         return LLMRequestRejected(f"LLM rejected the request ({status}): {_short(exc.message)}")
+
+
+@functools.cache
+def _client(base_url: str, api_key: str, timeout: float, pid: int) -> openai.OpenAI:
+    """One client per endpoint and process, kept: its connection pool keeps the connections
+    (and their TLS sessions) open from one step to the next, where a client per step paid a
+    handshake and ~20 ms of loading certificates each time. `pid`: a process forked from one
+    that made a client makes its own, never sharing the parent's sockets."""
+    # Imported here: the client library takes about a second to import, which every process
+    # (web, worker, beat, manage.py) paid at startup for a model only some use.
+    import openai
+
+    return openai.OpenAI(
+        base_url=base_url,
+        # Local servers (Ollama, vLLM) need no key, but the client refuses to start without one.
+        api_key=api_key or "unused",
+        timeout=timeout,
+        # Retries belong to the step executor, which checkpoints and backs off between them.
+        max_retries=0,
+    )
 
 
 def _openai() -> ModuleType:

@@ -73,13 +73,17 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]  # lower-cased names
     body: Any
+    client_port: int = 0  # the connection it came on
 
 
 class FakeOpenAIServer:
     """Serves `POST /v1/chat/completions` from a background thread on 127.0.0.1."""
 
-    def __init__(self, default: Behaviour | None = None) -> None:
+    def __init__(self, default: Behaviour | None = None, *, keep_alive: bool = False) -> None:
         self.default = default or ok()
+        # Off: one request per connection, so no idle keep-alive thread outlives a test. On: a
+        # JSON answer leaves the connection open for the client's next request, as APIs do.
+        self.keep_alive = keep_alive
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Behaviour] = deque()
         self._lock = threading.Lock()
@@ -156,7 +160,9 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             except json.JSONDecodeError:
                 body = raw.decode(errors="replace")
             headers = {name.lower(): value for name, value in self.headers.items()}
-            server._record(RecordedRequest("POST", self.path, headers, body))
+            server._record(
+                RecordedRequest("POST", self.path, headers, body, self.client_address[1])
+            )
             if self.path.rstrip("/") != "/v1/chat/completions":
                 return self._json(404, _error("Not found.", "invalid_request_error"))
             behaviour = server._take()
@@ -182,13 +188,13 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            # One request per connection: no idle keep-alive threads outlive a test.
-            self.send_header("Connection", "close")
+            if not server.keep_alive:
+                self.send_header("Connection", "close")
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
-            self.close_connection = True
+            self.close_connection = not server.keep_alive
 
         def _sse(self, chunks: list[dict[str, Any]]) -> None:
             self.send_response(200)

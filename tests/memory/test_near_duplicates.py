@@ -13,7 +13,7 @@ from django.test import Client
 from memory.facts import duplicates
 from memory.facts.services import normalize
 from tests import factories
-from tests.memory.conftest import embed_all, facts_of, remember
+from tests.memory.conftest import embed_all, facts_of, remember, uses_model
 
 pytestmark = pytest.mark.django_db
 
@@ -90,6 +90,7 @@ def test_facts_of_other_categories_or_people_are_never_merged(api, members):
     assert post_fact(api, bob, "Is allergic to tree nuts and peanuts").status_code == 201
 
 
+@uses_model
 def test_embedding_never_merges_facts_that_mean_nearly_the_same(members):
     ada = members["member"]
     first = remember(ada, "Bob note number 1 about gardening tulips 1", category="note")

@@ -11,8 +11,12 @@ import numpy as np
 import pytest
 
 from memory.search import embeddings, onnx_encoder, query_vectors
+from tests.memory.conftest import uses_model
 
-pytestmark = pytest.mark.skipif(not onnx_encoder.available(), reason="onnxruntime not installed")
+pytestmark = [
+    pytest.mark.skipif(not onnx_encoder.available(), reason="onnxruntime not installed"),
+    uses_model,
+]
 
 QUESTIONS = [
     "When did Melanie go to the museum?",

@@ -21,7 +21,7 @@ from tenants.models import AuditEvent, Membership, Role
 from tenants.scope import tenant_scope
 from tests import factories
 from tests.live.conftest import Socket, run_async
-from tests.memory.conftest import facts_of, remember
+from tests.memory.conftest import facts_of, remember, uses_model
 
 pytestmark = pytest.mark.django_db
 
@@ -270,6 +270,7 @@ def test_a_link_opened_in_a_logged_in_browser_restricts_that_session(ada):
 # --- API-key reads are audited --------------------------------------------------------------------
 
 
+@uses_model
 def test_an_api_keys_reads_of_a_persons_memories_are_audited_once_per_request(
     tenant_a, ada, django_capture_on_commit_callbacks
 ):

@@ -18,7 +18,7 @@ from memory.models import SourceKind
 from tenants.models import AuditEvent
 from tenants.scope import tenant_scope
 from tests import factories
-from tests.memory.conftest import HX, embed_all, facts_of, remember
+from tests.memory.conftest import HX, embed_all, facts_of, remember, uses_model
 from tests.memory.test_pages import grant_support
 
 pytestmark = pytest.mark.django_db
@@ -78,6 +78,7 @@ def test_a_search_that_matches_nothing_says_so_and_offers_every_fact_again(clien
     assert "Nothing remembered" not in text(response)
 
 
+@uses_model
 def test_a_search_by_meaning_finds_a_fact_that_shares_no_word_with_it(client_for, members):
     ada = members["member"]
     remember(ada, "Has a dog named Rex", category="profile")
@@ -294,6 +295,7 @@ def test_a_privacy_links_session_gets_no_links_it_could_not_follow(learned):
 # --- deleting asks first, inside the page ---------------------------------------------------------
 
 
+@uses_model
 def test_delete_asks_inside_the_page_with_the_safe_choice_focused(client_for, ada):
     [fact] = [f for f in facts_of(ada, live_only=True) if f.text == "Lives in Lyon"]
     client = client_for("member")
@@ -319,6 +321,7 @@ def test_delete_asks_inside_the_page_with_the_safe_choice_focused(client_for, ad
     assert len(facts_of(ada, live_only=True)) == 5  # asking deletes nothing
 
 
+@uses_model
 def test_without_javascript_delete_asks_on_a_page_and_comes_back_to_the_search(client_for, ada):
     [fact] = [f for f in facts_of(ada, live_only=True) if f.text == "Lives in Lyon"]
     client = client_for("member")

@@ -10,7 +10,7 @@ import pytest
 from memory.facts.timewords import time_intent
 from memory.search import retrieval
 from tenants.scope import tenant_scope
-from tests.memory.conftest import embed_all, remember
+from tests.memory.conftest import embed_all, remember, uses_model
 
 pytestmark = pytest.mark.django_db
 
@@ -60,6 +60,7 @@ def test_of_two_facts_with_the_same_match_the_shorter_ranks_first(members, no_em
     assert [f.text for f in found][:2] == ["Prefers the window seat", long]
 
 
+@uses_model
 def test_results_explain_the_parts_of_their_score(members):
     ada = members["member"]
     remember(ada, "Prefers email over phone calls", category="preference")

@@ -15,7 +15,7 @@ from memory.search import retrieval
 from memory.selectors import count_tokens, facts_for_context
 from tenants.scope import tenant_scope
 from tests import factories
-from tests.memory.conftest import embed_all, remember
+from tests.memory.conftest import embed_all, remember, uses_model
 
 pytestmark = pytest.mark.django_db
 
@@ -63,6 +63,7 @@ def test_superseded_and_expired_facts_are_never_retrieved(members, no_embeddings
     assert [f.text for f in recall(ada, "prefers contact").facts] == ["Prefers contact by email"]
 
 
+@uses_model
 def test_hybrid_ranking_finds_a_fact_by_meaning(members):
     ada = members["member"]
     for text in [
@@ -109,6 +110,7 @@ def test_without_an_embedding_provider_retrieval_falls_back_to_full_text(members
     ]
 
 
+@uses_model
 def test_facts_embedded_by_another_model_are_embedded_again(members):
     from memory.search import indexing
 
