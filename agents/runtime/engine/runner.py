@@ -450,7 +450,7 @@ class _Driver:
                 )
                 self._advance(t, params)
                 return RunStatus.RUNNING
-            row = store.persist(params, self.db)  # one round trip, one commit
+            row = store.persist(params, self.db, values)  # one round trip, one commit
             if row is None:
                 raise _Fenced
             self._written(row, params)

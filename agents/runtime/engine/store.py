@@ -127,11 +127,14 @@ class Written(NamedTuple):
     event_seq: int  # the number of the event this write recorded (agents_runevent)
 
 
-def persist(params: dict, db: BaseDatabaseWrapper | None = None) -> Written | None:
+def persist(
+    params: dict, db: BaseDatabaseWrapper | None = None, values: list[bytes | None] | None = None
+) -> Written | None:
     """Persist a step (agents_persist_step); None means another worker superseded us. `db`:
-    the connection the caller looked up once (a drive, for all its steps)."""
+    the connection the caller looked up once (a drive, for all its steps); `values`:
+    `persist_values(params)`, if encoded already."""
     if db is not None and pipelined(db):  # the statement the pipelined step sends
-        return persist_receive(persist_send(params, db))
+        return persist_receive(persist_send(params, db, values))
     row = _fetch_one(PERSIST_SQL, params, db)
     return Written(row[0], row[1], row[2]) if row else None
 
