@@ -62,16 +62,12 @@ def test_steps_that_each_make_a_model_for_one_endpoint_share_one_kept_connection
     """Each step asks get_model() for its model: the second step's call goes over the
     connection the first one opened, not a new one (and a new TLS handshake on a real API)."""
     with FakeOpenAIServer(keep_alive=True) as server:
-        _three_calls_and_another_key(server)
-
-
-def _three_calls_and_another_key(server: FakeOpenAIServer) -> None:
-    for _ in range(3):
-        OpenAIChatModel(server.base_url, "sk-test", "fake-model", timeout=2.0).chat(HELLO)
-    assert len(server.requests) == 3
-    assert len({request.client_port for request in server.requests}) == 1
-    other = OpenAIChatModel(server.base_url, "sk-other", "fake-model", timeout=2.0)
-    assert other._client is not OpenAIChatModel(server.base_url, "sk-test", "m", 2.0)._client
+        for _ in range(3):
+            OpenAIChatModel(server.base_url, "sk-test", "fake-model", timeout=2.0).chat(HELLO)
+        assert len(server.requests) == 3
+        assert len({request.client_port for request in server.requests}) == 1
+        other = OpenAIChatModel(server.base_url, "sk-other", "fake-model", timeout=2.0)
+        assert other._client is not OpenAIChatModel(server.base_url, "sk-test", "m", 2.0)._client
 
 
 def _free_port() -> int:
