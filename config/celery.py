@@ -3,7 +3,7 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # Celery's Django fixup runs every system check when a worker or beat starts, which loads the
@@ -35,3 +35,14 @@ def _refuse_a_channel_layer_we_cannot_publish_to(**_: object) -> None:
         target()
     except ImproperlyConfigured as exc:  # Celery logs and ignores exceptions from handlers
         raise SystemExit(f"ImproperlyConfigured: {exc}") from exc
+
+
+@worker_process_init.connect
+def _warm_the_embedding_model(**_: object) -> None:
+    """Each process that runs tasks (a prefork child, or the solo pool's one) loads the local
+    embedding model in the background as it starts (MEMORY_WARM_QUERY_MODEL), as web processes
+    do: otherwise a restarted worker's first step that recalls memories waits for it."""
+    # Sent once the app registry is ready; imported here like the handler above.
+    from memory.search import query_vectors
+
+    query_vectors.prepare_worker_process()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -105,6 +106,17 @@ def _embed(provider: Any, text: str) -> list[float]:
 def prepare_web_process() -> None:
     """At web process start: the model loaded, and its first query run, on the thread that
     will embed every query, in the background."""
+    _warm_in_background(one_torch_thread=True)
+
+
+def prepare_worker_process() -> None:
+    """At Celery pool process start: the same, so a step's first recall does not wait for
+    torch and the model to load (13-16 s on two cores, most of it importing torch). Torch keeps
+    its default threads here: a worker embeds facts in batches."""
+    _warm_in_background(one_torch_thread=False)
+
+
+def _warm_in_background(*, one_torch_thread: bool) -> None:
     if not settings.MEMORY_WARM_QUERY_MODEL:
         return
     provider = embeddings.get_provider()
@@ -112,14 +124,18 @@ def prepare_web_process() -> None:
         return  # a remote service: nothing to load here
 
     def warm() -> None:
+        started = time.monotonic()
         try:
-            import torch
+            if one_torch_thread:
+                import torch
 
-            torch.set_num_threads(1)
+                torch.set_num_threads(1)
             if settings.MEMORY_ONNX_QUERIES:
                 provider.prepare_queries(settings.VAR_DIR / "models", settings.MEMORY_QUERY_THREADS)
             provider.embed_query("warm up")
         except Exception:  # noqa: BLE001 - the first search loads it instead
             logger.warning("could not warm the embedding model", exc_info=True)
+        else:
+            logger.info("embedding model ready in %.1f s", time.monotonic() - started)
 
     _local.submit(warm)

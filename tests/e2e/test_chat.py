@@ -49,6 +49,12 @@ def worker(console_url):
         "e2e-chat-worker",
         DEMO_PAYMENTS_URL=console_url + "/demo/payments/refunds",
         LLM_SCRIPTED_DELAY_SECONDS="2",  # each model call: 1 s thinking, 1 s writing
+        MEMORY_WARM_QUERY_MODEL="1",  # as in production: the desk recalls with the model
+    )
+    # Loading torch took 13-16 s here and over 30 s on a busy CI machine: the reply is timed
+    # from the message, as a person sees it, so the worker is ready as a deployed one is.
+    processes.wait_until(
+        lambda: "embedding model ready" in proc.log(), timeout=120, what="the model to load"
     )
     yield proc
     proc.stop()
