@@ -21,6 +21,30 @@ from tests import factories, flush, processes
 from tests.processes import TEST_RATE_LIMIT
 
 ROLES = [Role.ADMIN, Role.MANAGER, Role.MEMBER, Role.VIEWER]
+LOG_TAIL = 4000
+_first_child = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    item.stash[_first_child] = len(processes.started)
+    try:
+        return (yield)
+    finally:
+        del processes.started[item.stash[_first_child] :]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    """A failed test's report ends with the last lines of each child process it started (a
+    worker, a server): in CI they are not on disk afterwards."""
+    report = yield
+    if report.failed and report.when in ("setup", "call"):
+        for proc in processes.started[item.stash.get(_first_child, 0) :]:
+            with contextlib.suppress(OSError):
+                tail = proc.log()[-LOG_TAIL:]
+                report.sections.append((f"Log of child process {proc.name} (its end)", tail))
+    return report
 
 
 @pytest.fixture

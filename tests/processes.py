@@ -63,11 +63,17 @@ def process_env(**extra: str) -> dict[str, str]:
     return env
 
 
+# Every child started in this test process, in order: a failed test's report ends with the
+# logs of those it started (tests/conftest.py), which is all CI shows of them.
+started: list[Proc] = []
+
+
 class Proc:
     """A child process with its own process group and a log file under LOG_DIR."""
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         LOG_DIR.mkdir(parents=True, exist_ok=True)
+        started.append(self)
         self.name = name
         self.log_path = LOG_DIR / f"{name}.log"
         self._log = open(self.log_path, "w")
@@ -112,7 +118,8 @@ class Proc:
         self._log.close()
 
     def log(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
 
