@@ -19,6 +19,7 @@ from tenants.models import ApiKey, AuditEvent, Role
 from tenants.scope import tenant_scope
 from tests import factories, processes
 from tests.memory.conftest import facts_of, remember
+from tests.windows import clear_of_a_window_edge
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the server is another process
 
@@ -241,6 +242,7 @@ def test_a_category_agents_may_not_write_is_refused(console_url, tenant_a, alice
 
 
 def test_tool_calls_count_against_the_keys_rate_limit(console_url, tenant_a, alice, write_key):
+    clear_of_a_window_edge()
     tenant_services.tenant_set_rate_limits(slug=tenant_a.slug, limits={"write": "1/min"})
     who = alice.user.username
     first, second = call(

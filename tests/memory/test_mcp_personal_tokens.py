@@ -21,6 +21,7 @@ from tenants.scope import tenant_scope
 from tests import factories
 from tests.memory.conftest import facts_of, remember
 from tests.memory.test_mcp import SECRET, assert_401, call, post_tools_list, text_of
+from tests.windows import clear_of_a_window_edge
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the server is another process
 
@@ -304,6 +305,7 @@ def test_every_write_with_a_personal_token_is_audited_against_the_token(
 
 
 def test_rate_limits_count_each_token_on_its_own(console_url, tenant_a, alice):
+    clear_of_a_window_edge()
     tenant_services.tenant_set_rate_limits(slug=tenant_a.slug, limits={"write": "1/min"})
     first = factories.make_personal_token(alice).raw
     second = factories.make_personal_token(alice).raw

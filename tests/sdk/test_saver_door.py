@@ -23,6 +23,7 @@ from agents.runtime.models import Checkpoint, ExternalCheckpoint, ExternalWrite,
 from tenants.models import ApiKey, Tenant
 from tenants.scope import tenant_scope
 from tests import factories
+from tests.windows import clear_of_a_window_edge
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -298,6 +299,7 @@ def test_a_batch_of_steps_for_a_thread_another_key_drives_writes_nothing(tenant_
 
 
 def test_steps_count_in_the_tenants_langgraph_bucket_across_its_keys(tenant_a, settings):
+    clear_of_a_window_edge()
     settings.API_RATE_LIMIT_LANGGRAPH = "3/min"
     first = factories.make_api_key(tenant_a, ["read", "write"]).raw
     second = factories.make_api_key(tenant_a, ["read", "write"]).raw

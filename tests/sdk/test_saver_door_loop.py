@@ -19,6 +19,7 @@ from agents.runtime.models import Checkpoint, ExternalCheckpoint, ExternalWrite,
 from agents.web import langgraph_steps
 from tenants.scope import tenant_scope
 from tests import factories
+from tests.windows import clear_of_a_window_edge
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -151,6 +152,7 @@ def test_a_loop_connection_lost_between_two_steps_costs_the_graph_nothing(tenant
 def test_steps_on_the_loop_count_in_the_tenants_step_bucket_and_its_limit_holds(
     tenant_a, settings, counted
 ):
+    clear_of_a_window_edge(3600, margin=60)
     settings.API_RATE_LIMIT_LANGGRAPH = "300/hour"  # counted ahead in blocks of three
     key = factories.make_api_key(tenant_a, ["read", "write"]).raw
 

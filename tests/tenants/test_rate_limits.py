@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import logging
-import time
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured, ValidationError
@@ -20,6 +19,7 @@ from tenants.principal import Principal
 from tenants.rates import BUCKETS, LANGGRAPH, Rate, parse_rate
 from tenants.scope import system_scope, tenant_scope
 from tests import factories
+from tests.windows import clear_of_a_window_edge
 
 RUN = {"agent": "refund_desk", "input": {"customer": "c-1", "message": "hi"}}
 
@@ -40,15 +40,6 @@ def runs(tenant) -> int:
 def set_overrides(tenant: Tenant, limits: dict) -> None:
     with system_scope("test_rate_limits"):
         Tenant.objects.filter(pk=tenant.pk).update(api_rate_limits=limits)
-
-
-def clear_of_a_window_edge(window: int = 60, margin: float = 5.0) -> None:
-    """Budgets are fixed windows (tenants/throttling.py): a test that fills one starts clear of
-    its end, or the calls after the edge land in a fresh window (a CI run at hh:mm:59.95 got
-    200 where the sixth read of a 5/min budget must get 429)."""
-    left = window - time.time() % window
-    if left < margin:
-        time.sleep(left + 0.05)
 
 
 @pytest.fixture
