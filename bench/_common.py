@@ -486,6 +486,10 @@ def worker_env(**extra: str) -> dict[str, str]:
         AGENTSTATE_AGENT_MODULES=AGENT_MODULES,
         PYTHONUNBUFFERED="1",
     )
+    # As before workers warmed the model at start (config/celery.py): a bench's worker that
+    # recalls loads it at its first recall, in the warm-up; one that does not (the engine's
+    # no-op steps) would share the two cores with 13-16 s of loading torch while it is timed.
+    env.setdefault("MEMORY_WARM_QUERY_MODEL", "0")
     env.update(extra)
     return env
 
