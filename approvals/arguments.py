@@ -9,14 +9,16 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from agents.runtime.definitions import all_agents
 from agents.runtime.errors import ToolFailed
 from agents.runtime.tools import get_tool
 from approvals.errors import InvalidArguments
+from core.json_schema import schema_errors
+
+if TYPE_CHECKING:
+    import jsonschema
 
 SCALAR_TYPES = {"string", "number", "integer", "boolean"}
 
@@ -46,9 +48,8 @@ def tool_description(action: str) -> str:
 def arguments_problems(action: str, arguments: Any, *, example: Any = None) -> dict[str, list[str]]:
     """Schema violations by field ("non_field_errors" for the object as a whole), in words a
     person can act on; `example` (the proposed arguments, which passed) shows the format."""
-    validator = jsonschema.Draft202012Validator(tool_schema(action))
     problems: dict[str, list[str]] = {}
-    for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.path)):
+    for error in schema_errors(tool_schema(action), arguments):
         where = ".".join(str(part) for part in error.path) or "non_field_errors"
         problems.setdefault(where, []).append(_explain(error, example))
     return problems

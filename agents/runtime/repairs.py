@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema
 from django.db import transaction
 from django.db.models import Q
 from django.db.models.functions import Now
@@ -23,6 +22,7 @@ from agents.runtime.models import Checkpoint, Run, RunStatus, StepAttempt
 from agents.runtime.replay import run_replay  # noqa: F401 - an action like the others
 from core import json_input
 from core.errors import BadInput
+from core.json_schema import schema_errors
 from tenants.audit import audit_record
 from tenants.principal import Principal
 
@@ -146,10 +146,9 @@ def parse_state(raw: str, agent: Agent) -> dict[str, Any]:
     if not isinstance(state, dict):
         raise InvalidState(["The state must be a JSON object ({…})."])
     if agent.state_schema is not None:
-        validator = jsonschema.Draft202012Validator(agent.state_schema)
         problems = [
             f"{'/'.join(str(p) for p in e.absolute_path) or '(top level)'}: {e.message}"
-            for e in sorted(validator.iter_errors(state), key=lambda e: list(e.absolute_path))
+            for e in schema_errors(agent.state_schema, state)
         ]
         if problems:
             raise InvalidState(problems)

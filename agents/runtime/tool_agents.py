@@ -46,8 +46,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-import jsonschema
-
 from agents.runtime import extensions
 from agents.runtime.definitions import (
     Agent,
@@ -62,6 +60,7 @@ from agents.runtime.engine.step_context import StepContext
 from agents.runtime.errors import ToolFailed
 from agents.runtime.llm import ChatModel
 from agents.runtime.tools import Tool, get_tool, tool_name
+from core.json_schema import schema_errors
 from tenants.scope import tenant_scope
 
 # The approvals app answers "does a policy of this tenant cover this action?" when installed.
@@ -242,10 +241,7 @@ class ToolAgent:
             return None, f"There is no tool named {call['name']!r}. Tools: {offered}."
         if not isinstance(call["arguments"], dict):
             return None, f"The arguments of {tool.name} must be a JSON object."
-        errors = sorted(
-            jsonschema.Draft202012Validator(tool.parameters).iter_errors(call["arguments"]),
-            key=lambda e: list(e.path),
-        )
+        errors = schema_errors(tool.parameters, call["arguments"])
         if errors:
             where = "/".join(str(p) for p in errors[0].path) or "arguments"
             return None, f"Invalid arguments for {tool.name}: {where}: {errors[0].message}"

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from django.conf import settings
 from django.db import connection
 
@@ -89,6 +88,10 @@ def _vector_param(vector: Sequence[float]) -> Any:
     if raw is None:
         connection.ensure_connection()
         raw = connection.connection
+    # numpy (which pgvector's dumper needs) takes 0.4 s to import: a process pays it at its
+    # first search by meaning, not as it starts (most workers and beats never search).
+    import numpy as np
+
     if raw not in _BINARY_VECTORS:
         from pgvector.psycopg import register_vector
 
