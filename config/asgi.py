@@ -23,6 +23,8 @@ from memory import mcp  # noqa: E402
 from memory.search import query_vectors  # noqa: E402
 
 query_vectors.prepare_web_process()
+if settings.WEB_PRELOAD_MCP:  # else at the first MCP request (memory/mcp/app.py)
+    from memory.mcp import server as _mcp_server  # noqa: E402, F401
 
 if settings.WEB_THREADS:  # Django's HTTP on a fixed pool of threads (config/http.py)
     from config import http  # noqa: E402

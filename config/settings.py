@@ -97,6 +97,9 @@ if AGENTSTATE_DB_POOL:
 # connection from the pool per request: by default as many as the pool holds. 0: Django's
 # ASGI handler, a thread per request.
 WEB_THREADS = env_int("WEB_THREADS", env_int("DB_POOL_MAX_SIZE", 10, minimum=1), minimum=0)
+# A web process imports the MCP server (the SDK: 1.5-2.4 s of CPU) as it starts, so the first
+# MCP call does not wait for it; 0 defers it to the first call (the tests' short-lived servers).
+WEB_PRELOAD_MCP = env_bool("WEB_PRELOAD_MCP", True)
 # Names this process's connections in pg_stat_activity (web processes: "agentstate-web").
 DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = env_str(
     "DB_APPLICATION_NAME", "agentstate"

@@ -52,6 +52,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     # does) would load torch and export the model in the background in every worker, ~10 s
     # of CPU each, for the few tests that search by meaning (they load it when they do).
     os.environ.setdefault("MEMORY_WARM_QUERY_MODEL", "0")
+    os.environ.setdefault("WEB_PRELOAD_MCP", "0")  # and none imports the MCP SDK unless used
     worker = _worker()
     if worker is None:
         return

@@ -55,6 +55,7 @@ def process_env(**extra: str) -> dict[str, str]:
         "API_RATE_LIMIT_WRITE": TEST_RATE_LIMIT,
         # Test servers come and go by the dozen: no model loaded unless a test searches.
         "MEMORY_WARM_QUERY_MODEL": "0",
+        "WEB_PRELOAD_MCP": "0",  # an MCP test's server loads it at its first call
     }
     env.pop("AGENTSTATE_DB_POOL", None)
     if _DB_POOL is not None:

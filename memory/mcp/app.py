@@ -12,15 +12,13 @@ from typing import Any
 
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from core import outage
-from memory.mcp.auth import request_state
-from memory.mcp.server import PATH, build_server
+from memory.mcp.context import PATH, request_state
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +67,13 @@ class McpApplication:
 
 class _Started:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        # The server brings the MCP SDK, 1.5-2.4 s to import: a web process loads it as it
+        # starts (config/asgi.py, WEB_PRELOAD_MCP) or here, at its first MCP request.
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        # Not at the top of the module: the SDK comes with it (see above).
+        from memory.mcp.server import build_server
+
         self.app = build_server().streamable_http_app(
             streamable_http_path=PATH,
             stateless_http=True,

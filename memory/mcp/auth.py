@@ -3,7 +3,6 @@ answers 401, and why is kept for McpApplication), and the principal each call ac
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Callable
 from typing import Any
 
@@ -12,16 +11,11 @@ from django.db import connections
 from mcp.server.auth.provider import AccessToken
 
 from core import outage
+from memory.mcp.context import request_state
 from tenants import personal_tokens
 from tenants.api_auth import KeyRefused, api_key_resolve
 from tenants.principal import Principal
 from tenants.scope import transaction_scope
-
-# Per HTTP request: what the token check met (an outage; why a token was refused), for
-# McpApplication to answer.
-request_state: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
-    "mcp_request", default=None
-)
 
 
 class TokenVerifier:

@@ -68,7 +68,6 @@ logger = logging.getLogger(__name__)
 # The SDK logs every stateless request's end at INFO ("Terminating session: None").
 logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
 
-PATH = "/mcp"
 NO_SUCH_PERSON = "No member of this tenant has this username."
 NO_SUCH_FACT = "This person has no fact with this id."
 SUBJECT_REQUIRED = (
