@@ -272,8 +272,12 @@ def test_the_approvals_feed_sends_the_inbox_and_badge_to_whom_the_pages_would_sh
         url = f"/approvals/{request_id}/decide/"
         decided = await database_sync_to_async(admin.post)(url, {"decision": "approve"})
         assert decided.status_code == 302
-        inbox = await drain(ws["manager inbox"])
-        assert "Nothing is waiting" in inbox and badge_of(inbox) == ""
+        # What the inbox shows once the decision reached it: on a loaded machine the request's
+        # own update can still be on its way when the drain above went quiet, so the badge is
+        # the last one sent, as the page shows the last.
+        seen = await ws["manager inbox"].receive_until("Nothing is waiting")
+        inbox = "".join(seen) + await drain(ws["manager inbox"])
+        assert re.findall(r'<span id="approvals-badge"[^>]*>(\d*)', inbox)[-1] == ""
         detail = await drain(page)
         assert "Approved by <strong>" in detail and "Approve</button>" not in detail
         assert badge_of(detail) == ""
