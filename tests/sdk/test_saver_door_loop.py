@@ -81,6 +81,14 @@ def _door_connections_closed():
         pool.shutdown()
 
 
+@pytest.fixture(autouse=True)
+def _keys_reused_for_the_whole_test(monkeypatch):
+    """Which path saves a step depends on the key read at the first step being reused (for 10 s
+    in production): on a loaded CI machine a test's steps took longer than that, and a step
+    after it read the key again on the threads' path."""
+    monkeypatch.setattr(langgraph_steps._RecentKeys, "KEY_REUSE_SECONDS", 300.0)
+
+
 def terminate(pid: int) -> None:
     params = connection.get_connection_params()
     params.pop("cursor_factory", None)
