@@ -104,7 +104,10 @@ def start_web() -> tuple[subprocess.Popen, str]:
 
     port = _free_port()
     log = open(common.LOG_DIR / f"live-web-{port}.log", "w")  # noqa: SIM115
-    env = common.worker_env(AGENTSTATE_AGENT_MODULES=f"{common.AGENT_MODULES},bench.live_latency")
+    env = common.worker_env(
+        AGENTSTATE_AGENT_MODULES=f"{common.AGENT_MODULES},bench.live_latency",
+        MEMORY_WARM_QUERY_MODEL="1",  # a web process as deployed (worker_env's default is 0)
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1"]
         + ["--port", str(port), "--lifespan", "off", "--no-access-log", "--log-level", "warning"],
