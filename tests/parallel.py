@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -68,7 +69,16 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         if os.environ.get("REDIS_URL"):
             os.environ["REDIS_URL"] = _own_redis_db(os.environ["REDIS_URL"], worker)
         return
-    os.environ["AGENTSTATE_VAR_DIR"] = str(embedded.var_dir() / "workers" / worker)
+    shared_models = embedded.var_dir() / "models"
+    own = embedded.var_dir() / "workers" / worker
+    os.environ["AGENTSTATE_VAR_DIR"] = str(own)
+    # The embedding model's exported query graph (memory/search/onnx_encoder.py) is the same
+    # for every worker: exported once (torch, ~20 s of CPU), opened by every process after.
+    shared_models.mkdir(parents=True, exist_ok=True)
+    own.mkdir(parents=True, exist_ok=True)
+    if not (own / "models").is_symlink():
+        shutil.rmtree(own / "models", ignore_errors=True)
+        (own / "models").symlink_to(shared_models, target_is_directory=True)
     _started.update(embedded._status())
     os.environ["DATABASE_URL"] = embedded.ensure_postgres()
     os.environ["REDIS_URL"] = embedded.ensure_redis()

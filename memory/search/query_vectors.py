@@ -99,40 +99,51 @@ def _embedding(provider: Any, text: str) -> Future[list[float]]:
 
 
 def _embed(provider: Any, text: str) -> list[float]:
-    embed_query = getattr(provider, "embed_query", None)
-    return embed_query(text) if embed_query else provider.embed([text])[0]
+    if isinstance(provider, embeddings.LocalProvider):
+        # A process not warmed as it started prepares the query encoder at its first query.
+        _prepare_queries(provider)
+        return provider.embed_query(text)
+    return provider.embed([text])[0]
+
+
+def _prepare_queries(provider: embeddings.LocalProvider) -> bool:
+    """The onnxruntime encoder where settings ask for it (once per provider)."""
+    if not settings.MEMORY_ONNX_QUERIES:
+        return False
+    return provider.prepare_queries(settings.VAR_DIR / "models", settings.MEMORY_QUERY_THREADS)
 
 
 def prepare_web_process() -> None:
-    """At web process start: the model loaded, and its first query run, on the thread that
-    will embed every query, in the background."""
-    _warm_in_background(one_torch_thread=True)
+    """At web process start: the query encoder ready, and its first query run, on the thread
+    that will embed every query, in the background. With the checked onnxruntime graph on
+    disk that takes well under a second and torch never loads; without it torch loads (13-16 s
+    on two cores, on one thread here), exports it and checks it."""
+    _warm_in_background(batches=False)
 
 
 def prepare_worker_process() -> None:
-    """At Celery pool process start: the same, so a step's first recall does not wait for
-    torch and the model to load (13-16 s on two cores, most of it importing torch). Torch keeps
-    its default threads here: a worker embeds facts in batches."""
-    _warm_in_background(one_torch_thread=False)
+    """At Celery pool process start: the same, and torch loaded for the batches a worker
+    embeds facts in (on its default threads), so neither a step's first recall nor the first
+    embedding task waits for it to load."""
+    _warm_in_background(batches=True)
 
 
-def _warm_in_background(*, one_torch_thread: bool) -> None:
+def _warm_in_background(*, batches: bool) -> None:
     if not settings.MEMORY_WARM_QUERY_MODEL:
         return
     provider = embeddings.get_provider()
     if not isinstance(provider, embeddings.LocalProvider):
         return  # a remote service: nothing to load here
+    if not batches:
+        provider.torch_threads = 1
 
     def warm() -> None:
         started = time.monotonic()
         try:
-            if one_torch_thread:
-                import torch
-
-                torch.set_num_threads(1)
-            if settings.MEMORY_ONNX_QUERIES:
-                provider.prepare_queries(settings.VAR_DIR / "models", settings.MEMORY_QUERY_THREADS)
+            _prepare_queries(provider)
             provider.embed_query("warm up")
+            if batches:
+                provider.embed(["warm up"])
         except Exception:  # noqa: BLE001 - the first search loads it instead
             logger.warning("could not warm the embedding model", exc_info=True)
         else:

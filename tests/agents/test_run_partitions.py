@@ -151,6 +151,7 @@ def test_no_month_is_dropped_while_a_tenant_window_could_still_hold_it(old_month
         ]
 
 
+@pytest.mark.slow  # the migration graph, back and forth
 def test_the_migration_moves_populated_per_run_tables_both_ways_with_every_row_and_id(
     old_months, tenant_a
 ):

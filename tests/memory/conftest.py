@@ -14,7 +14,8 @@ from tenants.scope import tenant_scope
 HX = {"HTTP_HX_REQUEST": "true"}
 # On a test that loads the local embedding model in the test process (torch, sentence-
 # transformers: ~20 s of CPU the first time in a process): `make test` runs these on one
-# pytest-xdist worker (`--dist loadgroup`), so one worker pays for the model, not each.
+# pytest-xdist worker (`--dist loadgroup`), so one worker pays for the model, not each. They
+# are marked `slow` too: `make test-fast` loads no model.
 uses_model = pytest.mark.xdist_group("embedding-model")
 
 

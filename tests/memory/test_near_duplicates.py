@@ -91,6 +91,7 @@ def test_facts_of_other_categories_or_people_are_never_merged(api, members):
 
 
 @uses_model
+@pytest.mark.slow
 def test_embedding_never_merges_facts_that_mean_nearly_the_same(members):
     ada = members["member"]
     first = remember(ada, "Bob note number 1 about gardening tulips 1", category="note")

@@ -3,9 +3,14 @@ vectors come from torch, so any disagreement would quietly worsen every search."
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +21,7 @@ from tests.memory.conftest import uses_model
 pytestmark = [
     pytest.mark.skipif(not onnx_encoder.available(), reason="onnxruntime not installed"),
     uses_model,
+    pytest.mark.slow,
 ]
 
 QUESTIONS = [
@@ -29,10 +35,15 @@ QUESTIONS = [
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
+def models(tmp_path_factory):
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="module")
+def prepared(models):
     """A provider of its own (not the process-wide one) with the encoder exported once."""
     provider = embeddings.LocalProvider()
-    assert provider.prepare_queries(tmp_path_factory.mktemp("models"), threads=2)
+    assert provider.prepare_queries(models, threads=2)
     return provider
 
 
@@ -118,3 +129,50 @@ def test_a_forked_process_embeds_on_a_thread_of_its_own(prepared, monkeypatch):
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+LATER_PROCESS = """
+import sys
+from pathlib import Path
+from memory.search.embeddings import LocalProvider
+provider = LocalProvider()
+ready = provider.prepare_queries(Path(sys.argv[1]))
+vector = provider.embed_query(sys.argv[2])
+print(json.dumps({"ready": ready, "torch": "torch" in sys.modules, "vector": vector}))
+"""
+
+
+def test_a_later_process_answers_queries_from_the_checked_graph_without_loading_torch(
+    prepared, models
+):
+    question = "What does the customer prefer, email or phone?"
+    found = subprocess.run(
+        [sys.executable, "-c", "import json" + LATER_PROCESS, str(models), question],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    answer = json.loads(found.stdout.strip().splitlines()[-1])
+    assert answer["ready"] is True and answer["torch"] is False, found.stderr[-2000:]
+    torch_says = np.asarray(prepared.embed([question])[0])
+    assert float(np.dot(np.asarray(answer["vector"]), torch_says)) >= 0.9999
+
+
+def test_a_graph_that_no_longer_gives_its_recorded_vectors_is_not_trusted_without_torch(
+    prepared, models, tmp_path
+):
+    import onnx
+
+    (exported,) = models.iterdir()
+    graph = onnx.load(str(exported))
+    (entry,) = [p for p in graph.metadata_props if p.key == onnx_encoder.CHECKED_BY_TORCH]
+    record = json.loads(entry.value)
+    record["vectors"] = [[-x for x in vector] for vector in record["vectors"]]
+    entry.value = json.dumps(record)
+    onnx.save(graph, str(tmp_path / exported.name))
+    model_dir = Path(prepared._path())
+    assert onnx_encoder.open_checked(model_dir, tmp_path) is None
+    shutil.copy(exported, tmp_path / exported.name)  # the file as exported passes
+    assert onnx_encoder.open_checked(model_dir, tmp_path) is not None

@@ -271,6 +271,7 @@ def test_a_link_opened_in_a_logged_in_browser_restricts_that_session(ada):
 
 
 @uses_model
+@pytest.mark.slow
 def test_an_api_keys_reads_of_a_persons_memories_are_audited_once_per_request(
     tenant_a, ada, django_capture_on_commit_callbacks
 ):

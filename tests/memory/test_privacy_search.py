@@ -79,6 +79,7 @@ def test_a_search_that_matches_nothing_says_so_and_offers_every_fact_again(clien
 
 
 @uses_model
+@pytest.mark.slow
 def test_a_search_by_meaning_finds_a_fact_that_shares_no_word_with_it(client_for, members):
     ada = members["member"]
     remember(ada, "Has a dog named Rex", category="profile")
@@ -296,6 +297,7 @@ def test_a_privacy_links_session_gets_no_links_it_could_not_follow(learned):
 
 
 @uses_model
+@pytest.mark.slow
 def test_delete_asks_inside_the_page_with_the_safe_choice_focused(client_for, ada):
     [fact] = [f for f in facts_of(ada, live_only=True) if f.text == "Lives in Lyon"]
     client = client_for("member")
@@ -322,6 +324,7 @@ def test_delete_asks_inside_the_page_with_the_safe_choice_focused(client_for, ad
 
 
 @uses_model
+@pytest.mark.slow
 def test_without_javascript_delete_asks_on_a_page_and_comes_back_to_the_search(client_for, ada):
     [fact] = [f for f in facts_of(ada, live_only=True) if f.text == "Lives in Lyon"]
     client = client_for("member")

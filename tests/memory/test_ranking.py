@@ -61,6 +61,7 @@ def test_of_two_facts_with_the_same_match_the_shorter_ranks_first(members, no_em
 
 
 @uses_model
+@pytest.mark.slow
 def test_results_explain_the_parts_of_their_score(members):
     ada = members["member"]
     remember(ada, "Prefers email over phone calls", category="preference")

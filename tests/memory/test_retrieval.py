@@ -64,6 +64,7 @@ def test_superseded_and_expired_facts_are_never_retrieved(members, no_embeddings
 
 
 @uses_model
+@pytest.mark.slow
 def test_hybrid_ranking_finds_a_fact_by_meaning(members):
     ada = members["member"]
     for text in [
@@ -111,6 +112,7 @@ def test_without_an_embedding_provider_retrieval_falls_back_to_full_text(members
 
 
 @uses_model
+@pytest.mark.slow
 def test_facts_embedded_by_another_model_are_embedded_again(members):
     from memory.search import indexing
 

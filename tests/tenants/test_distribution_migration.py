@@ -17,7 +17,8 @@ from tenants.models import Tenant
 from tenants.scope import system_scope, tenant_scope
 from tests import factories
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# slow: the migration graph is loaded and run back and forth (~25 s of CPU).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 BEFORE = [
     ("agents", "0026_checkpoint_appended"),
