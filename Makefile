@@ -17,22 +17,23 @@ run: $(STAMP)
 	@DEBUG=$${DEBUG:-1} AGENTSTATE_DEMO=$${AGENTSTATE_DEMO:-1} \
 	  $(PY) -m config.embedded exec -- $(PY) -m config.run
 
-# Both run on pytest-xdist workers (TEST_WORKERS, FAST_WORKERS), each on PostgreSQL and Redis
-# of its own (tests/parallel.py); PYTEST_ARGS="-n0" runs serially. `test-fast` leaves out the
-# browser (`e2e`) and `slow` tests (they start processes or servers, load the embedding model
-# or run the migrations back and forth), and keeps each worker's test database for the next
-# run (new migrations are applied; PYTEST_ARGS=--create-db makes it afresh): the loop to run
-# while editing. Its tests rarely wait, so fewer workers do it sooner on two cores: 4:31 on 3,
-# 5:03 on 4, 4:36 on 2 (each worker collects every test, ~12 s of CPU, and has its servers).
-TEST_WORKERS ?= 4
-FAST_WORKERS ?= 3
+# Both run on TEST_WORKERS pytest-xdist workers, each on PostgreSQL and Redis of its own
+# (tests/parallel.py); PYTEST_ARGS="-n0" runs serially. `test-fast` leaves out the browser
+# (`e2e`) and `slow` tests (they start processes or servers, load the embedding model or run
+# the migrations back and forth), and keeps each worker's test database for the next run (new
+# migrations are applied; PYTEST_ARGS=--create-db makes it afresh): the loop to run while
+# editing. Three workers, not four: the two cores are busy from the first minute to the last
+# either way, and each worker costs its collection of every test (~12 s of CPU) and servers of
+# its own. make test-fast took 4:31 on 3, 5:03 on 4 and 4:36 on 2; make test's parallel pass
+# 689 s on 3 against 827-847 on 4.
+TEST_WORKERS ?= 3
 # pytest rewrites the asserts of every test module it collects, 6-7 s of each pytest process's
 # CPU. Where PYTHONDONTWRITEBYTECODE is set, as on this machine, it never kept the result and
 # every worker did it again at every run; the test runs let it keep them (__pycache__, beside
 # Python's own bytecode), and `test-collect` writes them ahead (.ci/run, during lint).
 TEST_ENV = PYTHONDONTWRITEBYTECODE=
 TEST_RUN = $(TEST_ENV) AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
-	  $(PY) -m config.embedded exec -- $(PY) -m pytest -n $(WORKERS) --dist loadgroup
+	  $(PY) -m config.embedded exec -- $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 TEST_RUN_SOLO = $(TEST_ENV) AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
 	  $(PY) -m config.embedded exec -- $(PY) -m pytest -n0
 # The project's own bytecode, written once before the tests (and `make run`): where
@@ -47,13 +48,11 @@ COMPILE = $(PY) -m compileall -q -j 0 agents memory approvals tenants core confi
 # `solo` tests (they time kills of workers against steps) run after it, one at a time, on a
 # machine no other test loads.
 # pytest's exit 5 (none selected) is fine there.
-test: WORKERS = $(TEST_WORKERS)
 test: $(STAMP)
 	@$(COMPILE) >/dev/null
 	$(TEST_RUN) -m "not solo" $(PYTEST_ARGS)
 	$(TEST_RUN_SOLO) -m "solo" $(SOLO_ARGS) || [ $$? -eq 5 ]
 
-test-fast: WORKERS = $(FAST_WORKERS)
 test-fast: $(STAMP)
 	@$(COMPILE) >/dev/null
 	$(TEST_RUN) -m "not e2e and not slow and not solo" --reuse-db $(PYTEST_ARGS)
