@@ -6,8 +6,9 @@
 //     with the number of the last event the page shows, so the server sends what it missed);
 //  2. makes appends upserts: an element whose id is already on the page replaces it in place,
 //     so an update that arrives twice is shown once;
-//  3. keeps a question someone is answering (core/confirm.py: "Cancel this run?") when an
-//     update re-renders the part around it, as long as the update still offers its action;
+//  3. keeps a question someone is answering (core/confirm.py: "Cancel this run?"), or a trigger
+//     whose question is on its way, when an update re-renders the part around it, as long as
+//     the update still offers its action;
 //  4. ticks the elapsed-time clocks ([data-since], seconds since the epoch, server time).
 (function () {
   "use strict";
@@ -65,10 +66,12 @@
 
   // An open question stays open, focus included, where the update brings back its trigger
   // (same id); an update without the trigger (the run finished) takes the question away.
+  // A trigger clicked a moment ago stays too: htmx swaps the question into the very element
+  // that asked (hx-target="this"), so a fresh copy would leave the answer nowhere to land.
   var refocus = null;
 
   function keepOpenQuestions(target, fragment) {
-    target.querySelectorAll(".confirm[id]").forEach(function (question) {
+    target.querySelectorAll(".confirm[id], .confirm-trigger.htmx-request[id]").forEach(function (question) {
       var trigger = fragment.querySelector("#" + CSS.escape(question.id));
       if (!trigger) return;
       if (question.contains(document.activeElement)) refocus = document.activeElement;

@@ -334,3 +334,44 @@ def test_a_cancel_question_being_answered_survives_a_live_update_and_leaves_when
         expect(question).to_have_count(0)
     finally:
         worker.stop()
+
+
+def test_a_cancel_question_asked_for_just_as_a_live_update_lands_still_opens(
+    web, page, console_url, acme
+):
+    from django.db import transaction
+
+    from agents.live import broadcast
+    from agents.runtime import progress
+
+    worker = processes.start_worker(
+        "live-worker-asked", DEMO_PAYMENTS_URL=console_url + "/demo/payments/refunds"
+    )
+    try:
+        log_in(page, web, "mia")
+        run_id = start_run(page, web)  # $400: waits for a manager's approval
+        summary = page.locator("#run-summary")
+        expect(summary).to_contain_text("Waiting for approval", timeout=20_000)
+        shown = page.locator("#run-events > li").count()
+
+        # The question's request is held until an update has re-rendered the summary.
+        held = []
+        page.route(re.compile(r"/runs/[^/]+/cancel/"), lambda route: held.append(route))
+        page.get_by_role("link", name="Cancel run").click()
+        page.wait_for_function("document.querySelector('.confirm-trigger.htmx-request')")
+        page.evaluate("document.getElementById('run-summary').dataset.before = 'update'")
+        with tenant_scope(acme.pk), transaction.atomic():
+            progress.publish(
+                tenant_id=acme.pk, run_id=run_id, kind="run.status", status="waiting_approval"
+            )
+        broadcast.flush()
+        expect(page.locator("#run-events > li")).to_have_count(shown + 1, timeout=10_000)
+        expect(page.locator("#run-summary[data-before]")).to_have_count(0)  # re-rendered
+        assert len(held) == 1
+        held[0].continue_()
+
+        question = page.get_by_role("group", name="Cancel this run?")
+        expect(question.get_by_role("link", name="Keep it running")).to_be_focused()
+        expect(question.get_by_role("button", name="Cancel run")).to_be_visible()
+    finally:
+        worker.stop()
