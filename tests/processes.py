@@ -18,6 +18,8 @@ from urllib.request import urlopen
 from django.conf import settings
 from django.db import connection
 
+from tests import zygote
+
 BASE_DIR = Path(__file__).resolve().parents[1]
 # A session on servers of its own (AGENTSTATE_TEST_LOG_DIR set beside AGENTSTATE_VAR_DIR) keeps
 # its logs apart too: child processes of two sessions must not write the same file.
@@ -78,6 +80,10 @@ class Proc:
         self.name = name
         self.log_path = LOG_DIR / f"{name}.log"
         self._log = open(self.log_path, "w")
+        self.popen: subprocess.Popen | zygote.Forked
+        if zygote.forkable(argv):  # a Celery worker, beat or uvicorn: forked pre-imported
+            self.popen = zygote.spawn(argv, env=env, cwd=str(BASE_DIR), log=str(self.log_path))
+            return
         self.popen = subprocess.Popen(
             argv,
             cwd=BASE_DIR,
