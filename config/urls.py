@@ -1,10 +1,11 @@
 from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularSwaggerSplitView
 
 from agents.demo import payments as demo_payments
 from config import ops
+from config.schema import SchemaView
 from tenants.api_errors import api_not_found
 
 urlpatterns = [
@@ -13,7 +14,7 @@ urlpatterns = [
     path("metrics", ops.metrics, name="metrics"),
     path("django-admin/", admin.site.urls),
     path("console/", include("agents.console.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
+    path("api/schema/", SchemaView.as_view(), name="api_schema"),
     # The split view serves its init script from a URL of its own; our template has no inline
     # <style>: the page works under the strict CSP (core/csp.py).
     path(
