@@ -17,23 +17,26 @@ run: $(STAMP)
 	@DEBUG=$${DEBUG:-1} AGENTSTATE_DEMO=$${AGENTSTATE_DEMO:-1} \
 	  $(PY) -m config.embedded exec -- $(PY) -m config.run
 
-# Both run on TEST_WORKERS pytest-xdist workers, each on PostgreSQL and Redis of its own
-# (tests/parallel.py); PYTEST_ARGS="-n0" runs serially. `test-fast` leaves out the browser
-# (`e2e`) and `slow` tests (they start processes or servers, load the embedding model or run
-# the migrations back and forth), and keeps each worker's test database for the next run (new
-# migrations are applied; PYTEST_ARGS=--create-db makes it afresh): the loop to run while
-# editing. Three workers, not four: the two cores are busy from the first minute to the last
-# either way, and each worker costs its collection of every test (~12 s of CPU) and servers of
-# its own. make test-fast took 4:31 on 3, 5:03 on 4 and 4:36 on 2; make test's parallel pass
-# 689 s on 3 against 827-847 on 4.
-TEST_WORKERS ?= 3
+# `make test` runs on TEST_WORKERS pytest-xdist workers, `make test-fast` on FAST_TEST_WORKERS,
+# each on PostgreSQL and Redis of its own (tests/parallel.py); PYTEST_ARGS="-n0" runs serially.
+# `test-fast` leaves out the browser (`e2e`) and `slow` tests (they start processes or servers,
+# load the embedding model or run the migrations back and forth), and keeps each worker's test
+# database for the next run (new migrations are applied; PYTEST_ARGS=--create-db makes it
+# afresh): the loop to run while editing. Each worker costs its collection of every test (~12 s
+# of CPU), its database's migrations (~25 s) and servers of its own. test-fast took 4:31 on 3,
+# 5:03 on 4. make test's parallel pass: 732 s on 4 against 803 s on 3, the same hour, since the
+# tests' Celery workers and servers are forked pre-imported (tests/zygote.py), which left the
+# cores idle while tests waited on leases and timers (before it, 4 workers lost: 827-847 s
+# against 689 s on 3).
+TEST_WORKERS ?= 4
+FAST_TEST_WORKERS ?= 3
 # pytest rewrites the asserts of every test module it collects, 6-7 s of each pytest process's
 # CPU. Where PYTHONDONTWRITEBYTECODE is set, as on this machine, it never kept the result and
 # every worker did it again at every run; the test runs let it keep them (__pycache__, beside
 # Python's own bytecode), and `test-collect` writes them ahead (.ci/run, during lint).
 TEST_ENV = PYTHONDONTWRITEBYTECODE=
 TEST_RUN = $(TEST_ENV) AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
-	  $(PY) -m config.embedded exec -- $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	  $(PY) -m config.embedded exec -- $(PY) -m pytest --dist loadgroup
 TEST_RUN_SOLO = $(TEST_ENV) AGENTSTATE_VAR_DIR=$${AGENTSTATE_VAR_DIR:-$(CURDIR)/var/test} \
 	  $(PY) -m config.embedded exec -- $(PY) -m pytest -n0
 # The project's own bytecode, written once before the tests (and `make run`): where
@@ -50,12 +53,12 @@ COMPILE = $(PY) -m compileall -q -j 0 agents memory approvals tenants core confi
 # pytest's exit 5 (none selected) is fine there.
 test: $(STAMP)
 	@$(COMPILE) >/dev/null
-	$(TEST_RUN) -m "not solo" $(PYTEST_ARGS)
+	$(TEST_RUN) -n $(TEST_WORKERS) -m "not solo" $(PYTEST_ARGS)
 	$(TEST_RUN_SOLO) -m "solo" $(SOLO_ARGS) || [ $$? -eq 5 ]
 
 test-fast: $(STAMP)
 	@$(COMPILE) >/dev/null
-	$(TEST_RUN) -m "not e2e and not slow and not solo" --reuse-db $(PYTEST_ARGS)
+	$(TEST_RUN) -n $(FAST_TEST_WORKERS) -m "not e2e and not slow and not solo" --reuse-db $(PYTEST_ARGS)
 
 # Collects every test without running one (no servers needed): the rewritten test modules are
 # kept for the test runs after it.
