@@ -288,90 +288,78 @@ def test_a_manager_cancels_from_the_live_page_and_the_waiting_step_goes_away(
         worker.stop()
 
 
-def test_a_cancel_question_being_answered_survives_a_live_update_and_leaves_when_the_run_ends(
-    web, page, console_url, acme
-):
-    from django.db import transaction
-
-    from agents.live import broadcast
-    from agents.runtime import progress
-    from agents.runtime.services import run_cancel
-
+@pytest.fixture
+def waiting_run(web, page, console_url):
+    """mia's $400 refund on the run page, waiting for a manager's approval (a real worker)."""
     worker = processes.start_worker(
         "live-worker-question", DEMO_PAYMENTS_URL=console_url + "/demo/payments/refunds"
     )
     try:
         log_in(page, web, "mia")
-        run_id = start_run(page, web)  # $400: waits for a manager's approval
-        summary = page.locator("#run-summary")
-        expect(summary).to_contain_text("Waiting for approval", timeout=20_000)
-        page.get_by_role("link", name="Cancel run").click()
-        question = page.get_by_role("group", name="Cancel this run?")
-        keep = question.get_by_role("link", name="Keep it running")
-        expect(keep).to_be_focused()
-        shown = page.locator("#run-events > li").count()
-
-        # An update re-renders the summary around the question (here the run's status, sent
-        # again as the engine sends it): the question stays open, focus and all.
-        page.evaluate("document.getElementById('run-summary').dataset.before = 'update'")
-        with tenant_scope(acme.pk), transaction.atomic():
-            progress.publish(
-                tenant_id=acme.pk, run_id=run_id, kind="run.status", status="waiting_approval"
-            )
-        broadcast.flush()
-        expect(page.locator("#run-events > li")).to_have_count(shown + 1, timeout=10_000)
-        expect(page.locator("#run-summary[data-before]")).to_have_count(0)  # re-rendered
-        expect(keep).to_be_focused()
-        expect(question.get_by_role("button", name="Cancel run")).to_be_visible()
-
-        # Someone else cancels it: the update no longer offers the action, so the question goes.
-        with tenant_scope(acme.pk):
-            member = Membership.objects.for_tenant(acme).get(user__username="mia")
-            mia = factories.principal_for(member)
-            run_cancel(principal=mia, run=Run.objects.for_tenant(acme).get(pk=run_id))
-        broadcast.flush()
-        expect(summary).to_contain_text("Cancelled", timeout=10_000)
-        expect(question).to_have_count(0)
+        run_id = start_run(page, web)
+        expect(page.locator("#run-summary")).to_contain_text("Waiting for approval", timeout=20_000)
+        yield run_id
     finally:
         worker.stop()
 
 
-def test_a_cancel_question_asked_for_just_as_a_live_update_lands_still_opens(
-    web, page, console_url, acme
-):
+def rerender_summary(page, tenant, run_id: str) -> None:
+    """An update that re-renders the summary (the run's status, sent again as the engine
+    sends it), and the page showing it."""
     from django.db import transaction
 
     from agents.live import broadcast
     from agents.runtime import progress
 
-    worker = processes.start_worker(
-        "live-worker-asked", DEMO_PAYMENTS_URL=console_url + "/demo/payments/refunds"
-    )
-    try:
-        log_in(page, web, "mia")
-        run_id = start_run(page, web)  # $400: waits for a manager's approval
-        summary = page.locator("#run-summary")
-        expect(summary).to_contain_text("Waiting for approval", timeout=20_000)
-        shown = page.locator("#run-events > li").count()
+    shown = page.locator("#run-events > li").count()
+    page.evaluate("document.getElementById('run-summary').dataset.before = 'update'")
+    with tenant_scope(tenant.pk), transaction.atomic():
+        progress.publish(
+            tenant_id=tenant.pk, run_id=run_id, kind="run.status", status="waiting_approval"
+        )
+    broadcast.flush()
+    expect(page.locator("#run-events > li")).to_have_count(shown + 1, timeout=10_000)
+    expect(page.locator("#run-summary[data-before]")).to_have_count(0)  # re-rendered
 
-        # The question's request is held until an update has re-rendered the summary.
-        held = []
-        page.route(re.compile(r"/runs/[^/]+/cancel/"), lambda route: held.append(route))
-        page.get_by_role("link", name="Cancel run").click()
-        page.wait_for_function("document.querySelector('.confirm-trigger.htmx-request')")
-        page.evaluate("document.getElementById('run-summary').dataset.before = 'update'")
-        with tenant_scope(acme.pk), transaction.atomic():
-            progress.publish(
-                tenant_id=acme.pk, run_id=run_id, kind="run.status", status="waiting_approval"
-            )
-        broadcast.flush()
-        expect(page.locator("#run-events > li")).to_have_count(shown + 1, timeout=10_000)
-        expect(page.locator("#run-summary[data-before]")).to_have_count(0)  # re-rendered
-        assert len(held) == 1
-        held[0].continue_()
 
-        question = page.get_by_role("group", name="Cancel this run?")
-        expect(question.get_by_role("link", name="Keep it running")).to_be_focused()
-        expect(question.get_by_role("button", name="Cancel run")).to_be_visible()
-    finally:
-        worker.stop()
+def test_a_cancel_question_being_answered_survives_a_live_update_and_leaves_when_the_run_ends(
+    page, acme, waiting_run
+):
+    from agents.live import broadcast
+    from agents.runtime.services import run_cancel
+
+    page.get_by_role("link", name="Cancel run").click()
+    question = page.get_by_role("group", name="Cancel this run?")
+    keep = question.get_by_role("link", name="Keep it running")
+    expect(keep).to_be_focused()
+
+    # An update re-renders the summary around the question: it stays open, focus and all.
+    rerender_summary(page, acme, waiting_run)
+    expect(keep).to_be_focused()
+    expect(question.get_by_role("button", name="Cancel run")).to_be_visible()
+
+    # Someone else cancels it: the update no longer offers the action, so the question goes.
+    with tenant_scope(acme.pk):
+        member = Membership.objects.for_tenant(acme).get(user__username="mia")
+        mia = factories.principal_for(member)
+        run_cancel(principal=mia, run=Run.objects.for_tenant(acme).get(pk=waiting_run))
+    broadcast.flush()
+    expect(page.locator("#run-summary")).to_contain_text("Cancelled", timeout=10_000)
+    expect(question).to_have_count(0)
+
+
+def test_a_cancel_question_asked_for_just_as_a_live_update_lands_still_opens(
+    page, acme, waiting_run
+):
+    # The question's request is held until an update has re-rendered the summary.
+    held = []
+    page.route(re.compile(r"/runs/[^/]+/cancel/"), lambda route: held.append(route))
+    page.get_by_role("link", name="Cancel run").click()
+    page.wait_for_function("document.querySelector('.confirm-trigger.htmx-request')")
+    rerender_summary(page, acme, waiting_run)
+    assert len(held) == 1
+    held[0].continue_()
+
+    question = page.get_by_role("group", name="Cancel this run?")
+    expect(question.get_by_role("link", name="Keep it running")).to_be_focused()
+    expect(question.get_by_role("button", name="Cancel run")).to_be_visible()
