@@ -363,3 +363,4 @@ def test_a_cancel_question_asked_for_just_as_a_live_update_lands_still_opens(
     question = page.get_by_role("group", name="Cancel this run?")
     expect(question.get_by_role("link", name="Keep it running")).to_be_focused()
     expect(question.get_by_role("button", name="Cancel run")).to_be_visible()
+    screenshot(page, "live-run-cancel-question-after-update")
